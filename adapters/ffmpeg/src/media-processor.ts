@@ -1,0 +1,446 @@
+import { createReadStream, createWriteStream } from "node:fs";
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, relative, sep } from "node:path";
+import { pipeline } from "node:stream/promises";
+import type {
+  ByteStream,
+  Encryption,
+  MediaInput,
+  MediaProcessor,
+  PackagedOutput,
+  Rendition,
+  StorageError,
+} from "@vod/core";
+import { Effect } from "effect";
+import { type PlannedRendition, planRenditions } from "./ladder.js";
+import { fileUrl, probeFile, readDecodableCodecs } from "./probe.js";
+import { describeRun, type MediaRejectedError, rejected, runTool } from "./process.js";
+import { resolveTools, type ToolConfig } from "./tools.js";
+
+export interface FfmpegConfig extends ToolConfig {
+  /** Where each job makes its scratch directory; default the OS temp directory. */
+  readonly scratchDir?: string;
+  /**
+   * ffmpeg never reads past this much of a source, a guard against a container whose header
+   * understates its length. Rejecting a longer source (source_too_long) is the caller's business.
+   */
+  readonly maxDurationMs?: number;
+  /** x264 preset; default "veryfast". */
+  readonly x264Preset?: string;
+  /** x264 constant rate factor under each rung's bitrate cap; default 23. */
+  readonly crf?: number;
+  /**
+   * x264 threads per rung; default x264's own choice. With more than one, x264's rate control under
+   * the bitrate cap depends on timing, so two runs on the same source differ; 1 makes it repeatable.
+   */
+  readonly x264Threads?: number;
+  /** Limit on each probing run of ffprobe/ffmpeg; default 60 s. */
+  readonly probeTimeoutMs?: number;
+  /** Limit on transcoding and packaging one source; default none (the caller can interrupt). */
+  readonly packageTimeoutMs?: number;
+}
+
+const SEGMENT_SECONDS = 6;
+/** Keyframes every 2 s, so every 6-second segment starts on one. */
+const KEYFRAME_SECONDS = 2;
+const MASTER = "master.m3u8";
+const POSTER = "poster.jpg";
+const DASH = "manifest.mpd";
+/** Shaka Packager reads `--keys` from this variable (`--fromenv=keys`), so the key is in no argv. */
+const KEYS_ENV = "FLAGS_keys";
+
+const contentType = (path: string): string => {
+  if (path.endsWith(".m3u8")) return "application/vnd.apple.mpegurl";
+  if (path.endsWith(".mpd")) return "application/dash+xml";
+  if (path.endsWith(".jpg")) return "image/jpeg";
+  return path.startsWith("audio/") ? "audio/mp4" : "video/mp4";
+};
+
+/** Emission order: media and poster, then media playlists, then the DASH manifest, the master last. */
+const rank = (path: string): number => {
+  if (path === MASTER) return 3;
+  if (path === DASH) return 2;
+  return path.endsWith(".m3u8") ? 1 : 0;
+};
+
+const scratch = <A, E>(
+  parent: string,
+  use: (dir: string) => Effect.Effect<A, E>,
+): Effect.Effect<A, E | MediaRejectedError> =>
+  Effect.acquireUseRelease(
+    Effect.tryPromise({
+      try: () => mkdtemp(join(parent, "vod-ffmpeg-")),
+      catch: (cause) =>
+        rejected("processing_error", `Could not make a scratch directory in ${parent}`, cause),
+    }),
+    use,
+    (dir) => Effect.promise(() => rm(dir, { recursive: true, force: true }).catch(() => undefined)),
+  );
+
+/** The source as a local file: in place, or copied into `dir` (containers need seeking). */
+const localSource = (
+  input: MediaInput,
+  dir: string,
+): Effect.Effect<string, MediaRejectedError | StorageError> =>
+  "path" in input
+    ? Effect.succeed(input.path)
+    : Effect.flatMap(input.open(), (stream) =>
+        Effect.tryPromise({
+          try: async (signal) => {
+            const path = join(dir, "source");
+            await pipeline(stream, createWriteStream(path), { signal });
+            return path;
+          },
+          catch: (cause) => rejected("processing_error", "Could not copy the source to scratch space", cause),
+        }),
+      );
+
+/** A file body opened only when read, so a body the store never reads holds no descriptor. */
+const fileBody = (path: string): ByteStream => ({
+  [Symbol.asyncIterator]: () => createReadStream(path)[Symbol.asyncIterator](),
+});
+
+const listFiles = async (root: string): Promise<string[]> => {
+  const entries = await readdir(root, { recursive: true, withFileTypes: true });
+  return entries
+    .filter((entry) => entry.isFile())
+    .map((entry) => relative(root, join(entry.parentPath, entry.name)).split(sep).join("/"));
+};
+
+const byEmissionOrder = (a: string, b: string) =>
+  rank(a) - rank(b) || a.localeCompare(b, "en", { numeric: true });
+
+/** One ffmpeg run: the video decoded once, split and scaled per rung, each encoded to its own MP4. */
+export const transcodeArgs = (options: {
+  readonly source: string;
+  readonly work: string;
+  readonly planned: ReadonlyArray<PlannedRendition>;
+  readonly audioBitrateKbps: number | null;
+  readonly fps: number | null;
+  readonly preset: string;
+  readonly crf: number;
+  readonly threads?: number | undefined;
+  readonly maxDurationMs: number | undefined;
+}): string[] => {
+  const { planned } = options;
+  const split = `[0:V:0]split=${planned.length}${planned.map((_, i) => `[s${i}]`).join("")}`;
+  const scales = planned.map(({ width, height }, i) => `[s${i}]scale=${width}:${height},setsar=1[v${i}]`);
+  // No natural keyframe may come before the forced ones: the GOP limit is twice their spacing.
+  const gop = String(Math.ceil((options.fps ?? 30) * KEYFRAME_SECONDS * 2));
+  const args = ["-hide_banner", "-nostdin", "-v", "error", "-y", "-protocol_whitelist", "file"];
+  if (options.maxDurationMs !== undefined) args.push("-t", String(options.maxDurationMs / 1000));
+  args.push("-i", fileUrl(options.source), "-filter_complex", [split, ...scales].join(";"));
+  planned.forEach(({ rendition }, i) => {
+    const kbps = rendition.videoBitrateKbps;
+    args.push(
+      ...["-map", `[v${i}]`, "-an", "-sn", "-dn", "-map_metadata", "-1"],
+      ...["-c:v", "libx264", "-preset", options.preset, "-profile:v", "high", "-pix_fmt", "yuv420p"],
+      ...(options.threads === undefined ? [] : ["-threads", String(options.threads)]),
+      ...["-crf", String(options.crf), "-maxrate", `${kbps}k`, "-bufsize", `${kbps * 2}k`],
+      ...["-g", gop, "-sc_threshold", "0", "-force_key_frames", `expr:gte(t,n_forced*${KEYFRAME_SECONDS})`],
+      join(options.work, `${rendition.name}.mp4`),
+    );
+  });
+  if (options.audioBitrateKbps !== null) {
+    args.push(
+      ...["-map", "0:a:0", "-vn", "-sn", "-dn", "-map_metadata", "-1"],
+      ...["-c:a", "aac", "-b:a", `${options.audioBitrateKbps}k`, "-ac", "2", "-ar", "48000"],
+      join(options.work, "audio.mp4"),
+    );
+  }
+  return args;
+};
+
+/**
+ * Shaka Packager: fMP4 (CMAF) segments, an HLS media playlist per stream, the master, a DASH MPD.
+ * `encrypted`: raw-key Common Encryption (`cenc`, AES-CTR) of every stream, video and audio, with
+ * the one key of `packagerKeys` (read from the environment, never the command line), every segment
+ * encrypted, the first included (`--clear_lead 0`), and a CommonSystem PSSH box (key IDs only) in
+ * each init segment and in the MPD.
+ */
+export const packagerArgs = (
+  planned: ReadonlyArray<PlannedRendition>,
+  withAudio: boolean,
+  tempDir: string,
+  encrypted = false,
+): string[] => {
+  const stream = (input: string, kind: "video" | "audio", dir: string, extra = "") =>
+    `in=${input},stream=${kind},init_segment=${dir}/init.mp4,segment_template=${dir}/$Number$.m4s,` +
+    `playlist_name=${dir}/playlist.m3u8${extra}`;
+  return [
+    ...planned.map(({ rendition }) => stream(`../work/${rendition.name}.mp4`, "video", rendition.name)),
+    ...(withAudio
+      ? [stream("../work/audio.mp4", "audio", "audio", ",hls_group_id=audio,hls_name=audio")]
+      : []),
+    "--segment_duration",
+    String(SEGMENT_SECONDS),
+    "--hls_playlist_type",
+    "VOD",
+    "--hls_master_playlist_output",
+    MASTER,
+    "--mpd_output",
+    DASH,
+    "--generate_static_live_mpd",
+    "--temp_dir",
+    tempDir,
+    ...(encrypted
+      ? [
+          ...["--enable_raw_key_encryption", "--fromenv=keys"],
+          ...["--protection_scheme", "cenc", "--protection_systems", "CommonSystem", "--clear_lead", "0"],
+        ]
+      : []),
+    "--quiet",
+  ];
+};
+
+const HEX16 = /^[0-9a-f]{32}$/;
+
+/** The encryption with both values as 32 lower-case hex digits, or a rejection naming the bad one (not its value). */
+const checkEncryption = (encryption: Encryption): Effect.Effect<Encryption, MediaRejectedError> => {
+  const keyId = encryption.keyId.toLowerCase();
+  const key = encryption.key.toLowerCase();
+  if (!HEX16.test(keyId))
+    return Effect.fail(rejected("processing_error", "encryption.keyId is not 16 bytes in hex"));
+  if (!HEX16.test(key))
+    return Effect.fail(rejected("processing_error", "encryption.key is not 16 bytes in hex"));
+  return Effect.succeed({ keyId, key });
+};
+
+/** The packager's environment for `packagerArgs(..., true)`: one key, no DRM label, so every stream uses it. */
+export const packagerKeys = (encryption: Encryption): Record<string, string> => ({
+  [KEYS_ENV]: `label=:key_id=${encryption.keyId}:key=${encryption.key}`,
+});
+
+/**
+ * The key declaration of a media playlist, for EME players with the ClearKey key system. Why this
+ * form, as hls.js 1.7 reads it (src/loader/level-key.ts, src/controller/eme-controller.ts):
+ * - KEYFORMAT "org.w3.clearkey" is its ClearKey format, mapped to the EME key system of that name;
+ *   with it METHOD SAMPLE-AES-CTR (cenc) is supported. An "identity" key, which is all Shaka
+ *   Packager writes for a raw key, is supported only with SAMPLE-AES (MPEG-TS): hls.js drops it and
+ *   never opens a session.
+ * - For ClearKey, hls.js takes the key ID from the first 16 bytes of a `data:` URI (decoded from
+ *   base64 after `;base64,`), so the URI holds exactly the KID's 16 bytes in standard base64. The
+ *   KID must be the real one: hls.js waits for that KID's status in the key session.
+ * - hls.js makes no licence request from the playlist key alone (it has no init data); it makes it
+ *   on the "encrypted" event of the init segment, handing the CDM that segment's CommonSystem PSSH
+ *   (the KIDs), from which the CDM makes the W3C request `{"kids": [...]}` sent to the licence URL.
+ * The KID is no secret: it is also in every init segment and in the MPD.
+ */
+export const clearKeyLine = (keyId: string): string =>
+  `#EXT-X-KEY:METHOD=SAMPLE-AES-CTR,URI="data:text/plain;base64,${Buffer.from(keyId, "hex").toString("base64")}",` +
+  `KEYFORMAT="org.w3.clearkey",KEYFORMATVERSIONS="1"`;
+
+/**
+ * A media playlist as Shaka Packager wrote it for a raw key, with its KEY line(s) replaced by
+ * `clearKeyLine(keyId)`, placed before EXT-X-MAP so that it covers the init section too (RFC 8216
+ * 4.3.2.4; hls.js then has the key before it appends the init segment, whose "encrypted" event
+ * needs it). Shaka's identity line goes: under RFC 8216 an identity key's URI is the key itself,
+ * which this one (the KID) is not. `undefined` when the playlist declares no SAMPLE-AES-CTR key with
+ * this KID, that is when the packager did not encrypt as asked.
+ */
+export const signalClearKey = (playlist: string, keyId: string): string | undefined => {
+  const kid = Buffer.from(keyId, "hex").toString("base64");
+  const lines = playlist.split("\n");
+  const keys = lines.filter((line) => line.startsWith("#EXT-X-KEY:"));
+  const ours = (line: string) => line.includes("METHOD=SAMPLE-AES-CTR,") && line.includes(`;base64,${kid}"`);
+  if (keys.length === 0 || !keys.every(ours)) return undefined;
+  const rest = lines.filter((line) => !line.startsWith("#EXT-X-KEY:"));
+  let at = rest.findIndex((line) => line.startsWith("#EXT-X-MAP:"));
+  if (at < 0) at = rest.findIndex((line) => line.startsWith("#EXTINF:"));
+  if (at < 0) return undefined;
+  rest.splice(at, 0, clearKeyLine(keyId));
+  return rest.join("\n");
+};
+
+/**
+ * The MediaProcessor port on ffmpeg, ffprobe and Shaka Packager. Tools are found when the
+ * processor is made (`resolveTools`), which throws when one is missing.
+ */
+export const ffmpegMediaProcessor = (config: FfmpegConfig = {}): MediaProcessor => {
+  const tools = resolveTools(config);
+  const scratchParent = config.scratchDir ?? tmpdir();
+  const preset = config.x264Preset ?? "veryfast";
+  const crf = config.crf ?? 23;
+  const probeTimeoutMs = config.probeTimeoutMs ?? 60_000;
+  // Asked of ffmpeg once per processor; a failed attempt is asked again next time.
+  let codecs: ReadonlySet<string> | undefined;
+  const decodable = Effect.suspend(() =>
+    codecs !== undefined
+      ? Effect.succeed(codecs)
+      : runTool("ffmpeg", tools.ffmpeg, ["-hide_banner", "-codecs"], {
+          captureStdout: true,
+          timeoutMs: probeTimeoutMs,
+        }).pipe(
+          Effect.filterOrFail(
+            (run) => run.exitCode === 0,
+            (run) => rejected("processing_error", describeRun("ffmpeg -codecs", run)),
+          ),
+          Effect.map((run) => {
+            codecs = readDecodableCodecs(run.stdout);
+            return codecs;
+          }),
+        ),
+  );
+  const probeTools = { ffmpeg: tools.ffmpeg, ffprobe: tools.ffprobe, timeoutMs: probeTimeoutMs, decodable };
+
+  const tool = (
+    name: string,
+    command: string,
+    args: ReadonlyArray<string>,
+    options: { readonly cwd?: string; readonly env?: Record<string, string> } = {},
+  ) =>
+    Effect.flatMap(runTool(name, command, args, options), (run) =>
+      run.exitCode === 0 ? Effect.void : Effect.fail(rejected("processing_error", describeRun(name, run))),
+    );
+
+  const poster = (source: string, out: string, top: PlannedRendition, durationMs: number | null) => {
+    const grab = (atSeconds: number) =>
+      tool("ffmpeg", tools.ffmpeg, [
+        ...["-hide_banner", "-nostdin", "-v", "error", "-y", "-protocol_whitelist", "file"],
+        ...["-ss", atSeconds.toFixed(3), "-i", fileUrl(source), "-map", "0:V:0", "-frames:v", "1"],
+        ...["-vf", `scale=${top.width}:${top.height},setsar=1`, "-q:v", "3", "-f", "image2", "-update", "1"],
+        join(out, POSTER),
+      ]);
+    const exists = Effect.promise(() =>
+      stat(join(out, POSTER)).then(
+        () => true,
+        () => false,
+      ),
+    );
+    // A seek past the last frame writes nothing; the first frame will do then.
+    return grab(durationMs === null ? 1 : durationMs / 10000).pipe(
+      Effect.zipRight(exists),
+      Effect.flatMap((made) => (made ? Effect.void : grab(0))),
+    );
+  };
+
+  /** Shaka marks a lone audio rendition DEFAULT=NO unless told its language, which we do not know. */
+  const defaultAudio = (out: string) =>
+    Effect.promise(async () => {
+      const path = join(out, MASTER);
+      const text = await readFile(path, "utf8");
+      await writeFile(path, text.replace(/^(#EXT-X-MEDIA:TYPE=AUDIO,.*?)DEFAULT=NO/m, "$1DEFAULT=YES"));
+    });
+
+  /** Every media playlist declares the key for ClearKey players (`signalClearKey`). */
+  const signalKey = (out: string, paths: ReadonlyArray<string>, keyId: string) =>
+    Effect.forEach(
+      paths.filter((p) => p.endsWith(".m3u8") && p !== MASTER),
+      (file) =>
+        Effect.flatMap(
+          Effect.promise(() => readFile(join(out, file), "utf8")),
+          (text) => {
+            const signalled = signalClearKey(text, keyId);
+            return signalled === undefined
+              ? Effect.fail(
+                  rejected("processing_error", `The packager left ${file} without the content key's KID`),
+                )
+              : Effect.promise(() => writeFile(join(out, file), signalled));
+          },
+        ),
+      { discard: true },
+    );
+
+  const processor: MediaProcessor = {
+    probe: (input) =>
+      scratch(scratchParent, (dir) =>
+        localSource(input, dir).pipe(
+          Effect.catchTag("StorageError", (error) =>
+            Effect.fail(rejected("processing_error", `Could not read the source: ${error.message}`, error)),
+          ),
+          Effect.flatMap((path) => probeFile(probeTools, path)),
+        ),
+      ),
+
+    package: (input, source, ladder, emit, options = {}) => {
+      const run = scratch(scratchParent, (dir) =>
+        Effect.gen(function* () {
+          const encryption =
+            options.encryption === undefined ? undefined : yield* checkEncryption(options.encryption);
+          if (source.source_width === null || source.source_height === null || !source.has_video) {
+            return yield* rejected("invalid_media", "The source has no video picture size");
+          }
+          const planned = planRenditions(ladder, {
+            width: source.source_width,
+            height: source.source_height,
+          });
+          const top = planned[0]!;
+          const work = join(dir, "work");
+          const out = join(dir, "out");
+          const temp = join(dir, "tmp");
+          yield* Effect.promise(() => Promise.all([work, out, temp].map((d) => mkdir(d))));
+          const path = yield* localSource(input, dir);
+          const audioBitrateKbps = source.has_audio ? top.rendition.audioBitrateKbps : null;
+          yield* tool(
+            "ffmpeg",
+            tools.ffmpeg,
+            transcodeArgs({
+              source: path,
+              work,
+              planned,
+              audioBitrateKbps,
+              fps: source.source_fps,
+              preset,
+              crf,
+              threads: config.x264Threads,
+              maxDurationMs: config.maxDurationMs,
+            }),
+          );
+          yield* Effect.all(
+            [
+              tool(
+                "packager",
+                tools.packager,
+                packagerArgs(planned, source.has_audio, temp, encryption !== undefined),
+                {
+                  cwd: out,
+                  ...(encryption === undefined ? {} : { env: packagerKeys(encryption) }),
+                },
+              ),
+              poster(path, out, top, source.source_duration_ms),
+            ],
+            { concurrency: 2, discard: true },
+          );
+          if (source.has_audio) yield* defaultAudio(out);
+          const paths = (yield* Effect.promise(() => listFiles(out))).sort(byEmissionOrder);
+          const expected = [MASTER, POSTER, ...planned.map((p) => `${p.rendition.name}/playlist.m3u8`)];
+          const missing = expected.filter((p) => !paths.includes(p));
+          if (missing.length > 0) {
+            return yield* rejected("processing_error", `Packaging left out ${missing.join(", ")}`);
+          }
+          if (encryption !== undefined) yield* signalKey(out, paths, encryption.keyId);
+          const files = yield* Effect.forEach(paths, (file) =>
+            Effect.promise(() => stat(join(out, file))).pipe(
+              Effect.map((s) => ({ path: file, contentType: contentType(file), size: s.size })),
+            ),
+          );
+          // Each rank is emitted whole before the next, so no playlist is visible before what it lists.
+          for (const r of [0, 1, 2, 3]) {
+            yield* Effect.forEach(
+              files.filter((f) => rank(f.path) === r),
+              (f) => emit({ path: f.path, contentType: f.contentType, body: fileBody(join(out, f.path)) }),
+              { concurrency: 4, discard: true },
+            );
+          }
+          return {
+            files,
+            master: MASTER,
+            poster: POSTER,
+            renditions: planned.map((p) => p.rendition) as ReadonlyArray<Rendition>,
+          } satisfies PackagedOutput;
+        }),
+      );
+      return config.packageTimeoutMs === undefined
+        ? run
+        : run.pipe(
+            Effect.timeoutFail({
+              duration: config.packageTimeoutMs,
+              onTimeout: () =>
+                rejected("processing_error", `Packaging ran longer than ${config.packageTimeoutMs} ms`),
+            }),
+          );
+    },
+  };
+  return processor;
+};

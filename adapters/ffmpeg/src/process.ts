@@ -1,0 +1,103 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import type { MediaRejected } from "@vod/core";
+import { Data, Duration, Effect } from "effect";
+
+/** The port's MediaRejected, as a yieldable tagged error. */
+export class MediaRejectedError extends Data.TaggedError("MediaRejected")<{
+  readonly code: MediaRejected["code"];
+  readonly message: string;
+  readonly cause?: unknown;
+}> {}
+
+export const rejected = (code: MediaRejected["code"], message: string, cause?: unknown): MediaRejectedError =>
+  new MediaRejectedError(cause === undefined ? { code, message } : { code, message, cause });
+
+export interface ToolRun {
+  readonly exitCode: number | null;
+  readonly signal: NodeJS.Signals | null;
+  readonly stdout: string;
+  /** The last few KiB of stderr: enough for the error, bounded for a chatty tool. */
+  readonly stderr: string;
+}
+
+const STDERR_TAIL = 4096;
+
+export const succeeded = (run: ToolRun): boolean => run.exitCode === 0;
+
+/** A one-line account of how a run ended, for error messages. */
+export const describeRun = (name: string, run: ToolRun): string => {
+  const how = run.signal === null ? `exited with ${run.exitCode}` : `was killed by ${run.signal}`;
+  const tail = run.stderr.trim().split("\n").slice(-3).join(" | ");
+  return `${name} ${how}${tail === "" ? "" : `: ${tail}`}`;
+};
+
+/**
+ * Runs a tool without a shell. Fails (processing_error) only when it cannot be started or runs past
+ * `timeoutMs`; how it exited is for the caller to judge. Interrupting the effect kills the child and
+ * waits for it to be gone, so scratch files can be removed right after. `env` is added to this
+ * process's environment for the child alone: the way to hand it a secret, which on the command line
+ * any local user could read (`ps`, `/proc/<pid>/cmdline`).
+ */
+export const runTool = (
+  name: string,
+  command: string,
+  args: ReadonlyArray<string>,
+  options: {
+    readonly cwd?: string;
+    readonly captureStdout?: boolean;
+    readonly timeoutMs?: number;
+    readonly env?: Readonly<Record<string, string>>;
+  } = {},
+): Effect.Effect<ToolRun, MediaRejectedError> => {
+  const run = Effect.async<ToolRun, MediaRejectedError>((resume) => {
+    let child: ChildProcess;
+    try {
+      child = spawn(command, args, {
+        cwd: options.cwd,
+        ...(options.env === undefined ? {} : { env: { ...process.env, ...options.env } }),
+        stdio: ["ignore", options.captureStdout ? "pipe" : "ignore", "pipe"],
+        windowsHide: true,
+      });
+    } catch (cause) {
+      resume(Effect.fail(rejected("processing_error", `Could not start ${name} (${command})`, cause)));
+      return;
+    }
+    let settled = false;
+    let closed = false;
+    const stdout: Buffer[] = [];
+    let stderr = "";
+    child.stdout?.on("data", (chunk: Buffer) => stdout.push(chunk));
+    child.stderr?.setEncoding("utf8");
+    child.stderr?.on("data", (chunk: string) => {
+      stderr = (stderr + chunk).slice(-STDERR_TAIL);
+    });
+    child.once("error", (cause) => {
+      if (settled) return;
+      settled = true;
+      resume(Effect.fail(rejected("processing_error", `Could not run ${name} (${command})`, cause)));
+    });
+    child.once("close", (exitCode, signal) => {
+      closed = true;
+      if (settled) return;
+      settled = true;
+      resume(Effect.succeed({ exitCode, signal, stdout: Buffer.concat(stdout).toString("utf8"), stderr }));
+    });
+    return Effect.async<void>((done) => {
+      settled = true;
+      if (closed || child.pid === undefined) {
+        done(Effect.void);
+        return;
+      }
+      child.once("close", () => done(Effect.void));
+      child.kill("SIGKILL");
+    });
+  });
+  return options.timeoutMs === undefined
+    ? run
+    : run.pipe(
+        Effect.timeoutFail({
+          duration: Duration.millis(options.timeoutMs),
+          onTimeout: () => rejected("processing_error", `${name} ran longer than ${options.timeoutMs} ms`),
+        }),
+      );
+};

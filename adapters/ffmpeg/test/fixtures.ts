@@ -1,0 +1,55 @@
+import { execFile } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtemp, readFile, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { resolveTools } from "@vod/adapter-ffmpeg";
+
+export const run = promisify(execFile);
+export const system = resolveTools();
+
+const lavfi = (...args: string[]) =>
+  run(system.ffmpeg, ["-hide_banner", "-v", "error", "-y", ...args], { encoding: "utf8" });
+
+export interface Sources {
+  readonly dir: string;
+  /** 640x360, 30 fps, H.264 + AAC, 4 s. */
+  readonly withAudio: string;
+  /** 320x180, 30 fps, H.264, no audio, 2 s. */
+  readonly small: string;
+  readonly noise: string;
+  /** PCM audio only. */
+  readonly wav: string;
+  /** A Matroska file whose video codec id is one nothing knows. */
+  readonly unknownCodec: string;
+}
+
+/** Sources made with lavfi, in a fresh temporary directory. */
+export const makeSources = async (): Promise<Sources> => {
+  const dir = await mkdtemp(join(tmpdir(), "vod-ffmpeg-test-"));
+  const x264 = ["-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p"];
+  const withAudio = join(dir, "with-audio.mp4");
+  const small = join(dir, "small.mp4");
+  const wav = join(dir, "tone.wav");
+  const avc = join(dir, "avc.mkv");
+  await Promise.all([
+    lavfi(
+      ...["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=30", "-f", "lavfi", "-i", "sine=frequency=440"],
+      ...["-t", "4", ...x264, "-c:a", "aac", withAudio],
+    ),
+    lavfi("-f", "lavfi", "-i", "testsrc2=size=320x180:rate=30", "-t", "2", ...x264, small),
+    lavfi("-f", "lavfi", "-i", "sine=frequency=440", "-t", "2", wav),
+    lavfi("-f", "lavfi", "-i", "testsrc2=size=320x180:rate=30", "-t", "1", ...x264, avc),
+  ]);
+  const noise = join(dir, "noise.mp4");
+  await writeFile(noise, randomBytes(256 * 1024));
+  const unknownCodec = join(dir, "unknown-codec.mkv");
+  const mkv = await readFile(avc);
+  const id = Buffer.from("V_MPEG4/ISO/AVC");
+  const at = mkv.indexOf(id);
+  if (at < 0) throw new Error("no codec id in the Matroska fixture");
+  Buffer.from("V_MPEG4/ISO/XYZ").copy(mkv, at);
+  await writeFile(unknownCodec, mkv);
+  return { dir, withAudio, small, noise, wav, unknownCodec };
+};

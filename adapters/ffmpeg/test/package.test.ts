@@ -1,0 +1,218 @@
+import { createReadStream } from "node:fs";
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { defaultLadder, type FfmpegConfig, ffmpegMediaProcessor, resolveTools } from "@vod/adapter-ffmpeg";
+import { type MediaInput, type OutputFile, StorageError } from "@vod/core";
+import { Effect, Either, Fiber } from "effect";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { makeSources, run, type Sources, system } from "./fixtures.js";
+
+let sources: Sources;
+let root: string;
+
+beforeAll(async () => {
+  sources = await makeSources();
+  root = await mkdtemp(join(tmpdir(), "vod-ffmpeg-package-"));
+});
+
+afterAll(async () => {
+  await rm(sources.dir, { recursive: true, force: true });
+  await rm(root, { recursive: true, force: true });
+});
+
+/** Probes then packages `input`, writing what is emitted under a fresh directory, in emission order. */
+const packageInto = async (input: MediaInput, config: FfmpegConfig = {}) => {
+  const scratchDir = await mkdtemp(join(root, "scratch-"));
+  const outDir = await mkdtemp(join(root, "out-"));
+  const processor = ffmpegMediaProcessor({ x264Preset: "ultrafast", ...config, scratchDir });
+  const emitted: Array<{ path: string; contentType: string }> = [];
+  const emit = (file: OutputFile) =>
+    Effect.promise(async () => {
+      const chunks: Uint8Array[] = [];
+      for await (const chunk of file.body) chunks.push(chunk);
+      await mkdir(dirname(join(outDir, file.path)), { recursive: true });
+      await writeFile(join(outDir, file.path), Buffer.concat(chunks));
+      emitted.push({ path: file.path, contentType: file.contentType });
+    });
+  const source = await Effect.runPromise(processor.probe(input));
+  const output = await Effect.runPromise(processor.package(input, source, defaultLadder, emit));
+  return { output, emitted, outDir, scratchDir };
+};
+
+const ffprobeJson = async (path: string, entries: string) =>
+  JSON.parse(
+    (await run(system.ffprobe, ["-v", "error", "-show_entries", entries, "-of", "json", path])).stdout,
+  );
+
+const text = (dir: string, path: string) => readFile(join(dir, path), "utf8");
+
+describe("package", () => {
+  it("makes an fMP4 HLS ladder at and below 360p, a poster and a DASH manifest, master last", async () => {
+    // The default preset: x264's faster ones drop the High-profile tools the master's CODECS reveal.
+    const { output, emitted, outDir, scratchDir } = await packageInto(
+      { open: () => Effect.succeed(createReadStream(sources.withAudio)) },
+      { x264Preset: "veryfast" },
+    );
+
+    expect(output.renditions.map((r) => r.name)).toEqual(["360p", "240p"]);
+    expect(output).toMatchObject({ master: "master.m3u8", poster: "poster.jpg" });
+    const paths = emitted.map((f) => f.path);
+    expect(new Set(paths).size).toBe(paths.length);
+    expect(paths.at(-1)).toBe("master.m3u8");
+    expect([...paths].sort()).toEqual(output.files.map((f) => f.path).sort());
+    expect(paths.some((p) => /^(1080p|720p|480p)\//.test(p))).toBe(false);
+    for (const file of output.files) expect((await stat(join(outDir, file.path))).size).toBe(file.size);
+
+    const types = Object.fromEntries(emitted.map((f) => [f.path, f.contentType]));
+    expect(types).toMatchObject({
+      "master.m3u8": "application/vnd.apple.mpegurl",
+      "360p/playlist.m3u8": "application/vnd.apple.mpegurl",
+      "360p/init.mp4": "video/mp4",
+      "360p/1.m4s": "video/mp4",
+      "audio/init.mp4": "audio/mp4",
+      "audio/1.m4s": "audio/mp4",
+      "poster.jpg": "image/jpeg",
+      "manifest.mpd": "application/dash+xml",
+    });
+
+    const master = await text(outDir, "master.m3u8");
+    const variants = master.split("\n").filter((line) => line.startsWith("#EXT-X-STREAM-INF:"));
+    expect(variants).toHaveLength(2);
+    for (const [i, resolution] of ["640x360", "426x240"].entries()) {
+      expect(variants[i]).toMatch(/BANDWIDTH=\d+/);
+      expect(variants[i]).toContain(`RESOLUTION=${resolution}`);
+      expect(variants[i]).toMatch(/CODECS="avc1\.64[0-9a-f]{4},mp4a\.40\.2"/);
+    }
+    expect(master).toContain("360p/playlist.m3u8");
+    expect(master).toContain("240p/playlist.m3u8");
+    expect(master).toMatch(/#EXT-X-MEDIA:TYPE=AUDIO,URI="audio\/playlist\.m3u8".*DEFAULT=YES/);
+
+    for (const dir of ["360p", "240p", "audio"]) {
+      const playlist = await text(outDir, `${dir}/playlist.m3u8`);
+      expect(playlist).toContain('#EXT-X-MAP:URI="init.mp4"');
+      expect(playlist).toContain("#EXT-X-ENDLIST");
+      const durations = [...playlist.matchAll(/#EXTINF:([\d.]+),/g)].map((m) => Number(m[1]));
+      expect(durations.length).toBeGreaterThan(0);
+      for (const d of durations) expect(d).toBeLessThan(6.5);
+      expect(durations.reduce((a, b) => a + b, 0)).toBeCloseTo(4, 0);
+      for (const segment of playlist.split("\n").filter((line) => line.endsWith(".m4s"))) {
+        expect(paths).toContain(`${dir}/${segment}`);
+      }
+      expect(paths).toContain(`${dir}/init.mp4`);
+    }
+
+    // ffprobe, as a client independent of the packager, plays the master's streams.
+    const played = await ffprobeJson(join(outDir, "master.m3u8"), "stream=codec_name,width,height");
+    const codecs = played.streams.map((s: { codec_name: string; width?: number; height?: number }) =>
+      s.width === undefined ? s.codec_name : `${s.codec_name} ${s.width}x${s.height}`,
+    );
+    expect(codecs).toEqual(expect.arrayContaining(["h264 640x360", "h264 426x240", "aac"]));
+
+    const poster = await readFile(join(outDir, "poster.jpg"));
+    expect([...poster.subarray(0, 3)]).toEqual([0xff, 0xd8, 0xff]);
+    const posterStreams = await ffprobeJson(join(outDir, "poster.jpg"), "stream=codec_name,width,height");
+    expect(posterStreams.streams[0]).toMatchObject({ codec_name: "mjpeg", width: 640, height: 360 });
+
+    expect(await text(outDir, "manifest.mpd")).toContain('type="static"');
+    expect(await readdir(scratchDir)).toEqual([]);
+  });
+
+  it("gives a source shorter than every rung one rendition at its own height, without audio", async () => {
+    const { output, emitted, outDir, scratchDir } = await packageInto({ path: sources.small });
+    expect(output.renditions.map((r) => [r.name, r.height])).toEqual([["180p", 180]]);
+    const master = await text(outDir, "master.m3u8");
+    expect(master).toContain("RESOLUTION=320x180");
+    expect(master).not.toContain("AUDIO");
+    expect(master).toMatch(/CODECS="avc1\.[0-9a-f]{6}"/);
+    expect(emitted.some((f) => f.path.startsWith("audio/"))).toBe(false);
+    expect(emitted.at(-1)?.path).toBe("master.m3u8");
+    expect(await readdir(scratchDir)).toEqual([]);
+  });
+
+  it("works with the ffmpeg and ffprobe shipped by npm packages", async () => {
+    const npm = resolveTools({ searchPath: "" });
+    expect(npm.source).toMatchObject({ ffmpeg: "npm", ffprobe: "npm" });
+    const { output, outDir } = await packageInto(
+      { path: sources.withAudio },
+      { ffmpegPath: npm.ffmpeg, ffprobePath: npm.ffprobe },
+    );
+    expect(output.renditions.map((r) => r.name)).toEqual(["360p", "240p"]);
+    const played = await ffprobeJson(join(outDir, "master.m3u8"), "stream=codec_name");
+    expect(played.streams.map((s: { codec_name: string }) => s.codec_name)).toContain("h264");
+  });
+
+  it("never reads past maxDurationMs of the source", async () => {
+    const { outDir } = await packageInto({ path: sources.small }, { maxDurationMs: 1000 });
+    const playlist = await text(outDir, "180p/playlist.m3u8");
+    const durations = [...playlist.matchAll(/#EXTINF:([\d.]+),/g)].map((m) => Number(m[1]));
+    expect(durations.reduce((a, b) => a + b, 0)).toBeCloseTo(1, 1);
+  });
+
+  it("removes the scratch directory and passes the error on when the store fails", async () => {
+    const scratchDir = await mkdtemp(join(root, "scratch-"));
+    const processor = ffmpegMediaProcessor({ x264Preset: "ultrafast", scratchDir });
+    const input = { path: sources.small };
+    const source = await Effect.runPromise(processor.probe(input));
+    const result = await Effect.runPromise(
+      Effect.either(
+        processor.package(input, source, defaultLadder, () =>
+          Effect.fail(new StorageError({ message: "disk full" })),
+        ),
+      ),
+    );
+    expect(Either.isLeft(result) && result.left._tag).toBe("StorageError");
+    expect(await readdir(scratchDir)).toEqual([]);
+  });
+});
+
+/** Child processes of this process whose command line contains `marker`. */
+const children = async (marker: string): Promise<number[]> => {
+  const found: number[] = [];
+  for (const entry of await readdir("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = await readFile(`/proc/${entry}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      const cmdline = await readFile(`/proc/${entry}/cmdline`, "utf8");
+      if (ppid === process.pid && cmdline.includes(marker)) found.push(Number(entry));
+    } catch {
+      // The process ended while we looked.
+    }
+  }
+  return found;
+};
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+describe.skipIf(process.platform !== "linux")("interruption", () => {
+  it("kills ffmpeg and removes the scratch directory when the job is interrupted", async () => {
+    const scratchDir = await mkdtemp(join(root, "scratch-"));
+    // A slow preset keeps ffmpeg busy long enough to be caught running.
+    const processor = ffmpegMediaProcessor({ x264Preset: "veryslow", scratchDir });
+    const input = { path: sources.withAudio };
+    const source = await Effect.runPromise(processor.probe(input));
+    const emitted: string[] = [];
+    const fiber = Effect.runFork(
+      processor.package(input, source, defaultLadder, (file) => Effect.sync(() => emitted.push(file.path))),
+    );
+    let pids: number[] = [];
+    for (let i = 0; i < 500 && pids.length === 0; i++) {
+      pids = await children("-filter_complex");
+      if (pids.length === 0) await new Promise((r) => setTimeout(r, 10));
+    }
+    expect(pids).toHaveLength(1);
+    await Effect.runPromise(Fiber.interrupt(fiber));
+    expect(alive(pids[0]!)).toBe(false);
+    expect(await children("-filter_complex")).toEqual([]);
+    expect(emitted).toEqual([]);
+    expect(await readdir(scratchDir)).toEqual([]);
+  });
+});

@@ -1,0 +1,24 @@
+import { normalizeEmail } from "@vod/core";
+import type { MemoryState } from "./state.js";
+
+/** Direct reads of the memory state, in the shape of `@vod/contract-tests`' StorageBackdoor. */
+export const memoryBackdoor = (s: MemoryState) => ({
+  tenant: async (id: string) => s.tenants.get(id),
+  user: async (id: string) => s.users.get(id),
+  identity: async (provider: "google", subject: string) => s.identities.get(`${provider}:${subject}`),
+  refreshSession: async (id: string) => s.refreshSessions.get(id),
+  refreshTokensOfSession: async (sessionId: string) =>
+    [...s.refreshTokens.values()].filter((t) => t.session_id === sessionId),
+  apiKey: async (id: string) => s.apiKeys.get(id),
+  asset: async (id: string) => s.assets.get(id),
+  upload: async (id: string) => s.uploads.get(id),
+  jobs: async () => [...s.jobs.values()].map(({ name, data, state }) => ({ name, data, state })),
+  insertUser: async (user: Parameters<MemoryState["users"]["set"]>[1]) => {
+    s.users.set(user.id, user);
+    s.usersByEmail.set(normalizeEmail(user.email), user.id);
+  },
+  setTenantStatus: async (id: string, status: "active" | "suspended") => {
+    const tenant = s.tenants.get(id);
+    if (tenant) s.tenants.set(id, { ...tenant, status });
+  },
+});

@@ -1,0 +1,203 @@
+import { createHash } from "node:crypto";
+import {
+  type AssembledObject,
+  type ByteStream,
+  NotFound,
+  type ObjectStore,
+  type PartRejected,
+  StorageError,
+  type StoredObject,
+  type StoredPart,
+} from "@vod/core";
+import { Effect, Option } from "effect";
+
+interface MemoryObject {
+  readonly bytes: Uint8Array;
+  readonly contentType: string;
+  readonly sha256: string;
+  /** Set when a multipart upload assembled it, so that completing that upload again answers it. */
+  readonly uploadId?: string;
+}
+
+interface MemoryPart {
+  readonly bytes: Uint8Array;
+  readonly sha256: string;
+}
+
+const sha256Hex = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
+/** Derived from the content, so that equal bytes always give equal etags. */
+const etagOf = (sha256: string) => sha256.slice(0, 32);
+
+const concat = (chunks: ReadonlyArray<Uint8Array>, size: number) => {
+  const out = new Uint8Array(size);
+  let at = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, at);
+    at += chunk.byteLength;
+  }
+  return out;
+};
+
+/** Inclusive `end`; a range past the end of the object is cut short, as an HTTP range would be. */
+const validRange = (r: { readonly start: number; readonly end: number }) =>
+  Number.isSafeInteger(r.start) && Number.isSafeInteger(r.end) && r.start >= 0 && r.end >= r.start;
+
+const storageError = (message: string) => (cause: unknown) => new StorageError({ message, cause });
+
+/** Reads a whole body; `limit` stops reading as soon as more than that many bytes arrived. */
+const readAll = async (body: ByteStream | Uint8Array, limit = Number.POSITIVE_INFINITY) => {
+  if (body instanceof Uint8Array) return { bytes: body.slice(), size: body.byteLength };
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    size += chunk.byteLength;
+    if (size > limit) return { bytes: undefined, size };
+    chunks.push(chunk.slice());
+  }
+  return { bytes: concat(chunks, size), size };
+};
+
+const stream = (bytes: Uint8Array): ByteStream => ({
+  async *[Symbol.asyncIterator]() {
+    if (bytes.byteLength > 0) yield bytes;
+  },
+});
+
+export interface MemoryObjectStoreBackdoor {
+  read(key: string): Promise<Uint8Array | undefined>;
+  exists(key: string): Promise<boolean>;
+  storedParts(
+    uploadId: string,
+  ): Promise<ReadonlyArray<{ readonly number: number; readonly bytes: Uint8Array }>>;
+}
+
+/**
+ * Objects and multipart uploads in process memory. It takes part bodies itself (`receivePart`),
+ * so the core hands out media-app part URLs; it has no local paths.
+ */
+export const memoryObjectStore = (): ObjectStore & {
+  readonly receivePart: NonNullable<ObjectStore["receivePart"]>;
+  readonly backdoor: MemoryObjectStoreBackdoor;
+} => {
+  const objects = new Map<string, MemoryObject>();
+  const uploads = new Map<string, Map<number, MemoryPart>>();
+
+  const toStored = (key: string, o: MemoryObject): StoredObject => ({
+    key,
+    size: o.bytes.byteLength,
+    contentType: o.contentType,
+  });
+  const keysUnder = (prefix: string) => [...objects.keys()].filter((k) => k.startsWith(prefix)).sort();
+
+  return {
+    createMultipart: (ref) =>
+      Effect.sync(() => {
+        if (!uploads.has(ref.uploadId)) uploads.set(ref.uploadId, new Map());
+      }),
+
+    listParts: (ref) =>
+      Effect.sync(() =>
+        [...(uploads.get(ref.uploadId) ?? new Map<number, MemoryPart>()).entries()]
+          .sort(([a], [b]) => a - b)
+          .map(
+            ([number, p]): StoredPart => ({
+              number,
+              size: p.bytes.byteLength,
+              etag: etagOf(p.sha256),
+              sha256: p.sha256,
+            }),
+          ),
+      ),
+
+    completeMultipart: (ref, numbers) =>
+      Effect.suspend((): Effect.Effect<AssembledObject, StorageError> => {
+        const existing = objects.get(ref.key);
+        if (existing?.uploadId === ref.uploadId) {
+          uploads.delete(ref.uploadId);
+          return Effect.succeed({ size: existing.bytes.byteLength, sha256: existing.sha256 });
+        }
+        const parts = uploads.get(ref.uploadId);
+        const chosen: MemoryPart[] = [];
+        for (const n of numbers) {
+          const part = parts?.get(n);
+          if (!part)
+            return Effect.fail(
+              new StorageError({ message: `part ${n} of upload ${ref.uploadId} is not stored` }),
+            );
+          chosen.push(part);
+        }
+        const bytes = concat(
+          chosen.map((p) => p.bytes),
+          chosen.reduce((n, p) => n + p.bytes.byteLength, 0),
+        );
+        const sha256 = sha256Hex(bytes);
+        objects.set(ref.key, {
+          bytes,
+          contentType: "application/octet-stream",
+          sha256,
+          uploadId: ref.uploadId,
+        });
+        uploads.delete(ref.uploadId);
+        return Effect.succeed({ size: bytes.byteLength, sha256 });
+      }),
+
+    abortMultipart: (ref) => Effect.sync(() => void uploads.delete(ref.uploadId)),
+
+    receivePart: (ref, part, body) =>
+      Effect.tryPromise({
+        try: () => readAll(body, part.expectedSize),
+        catch: storageError(`receiving part ${part.number} of upload ${ref.uploadId}`),
+      }).pipe(
+        Effect.flatMap(({ bytes, size }) => {
+          if (bytes === undefined || size !== part.expectedSize) {
+            const rejected: PartRejected = { _tag: "PartRejected", reason: "wrong_size", received: size };
+            return Effect.fail(rejected);
+          }
+          const sha256 = sha256Hex(bytes);
+          let parts = uploads.get(ref.uploadId);
+          if (!parts) {
+            parts = new Map();
+            uploads.set(ref.uploadId, parts);
+          }
+          parts.set(part.number, { bytes, sha256 });
+          return Effect.succeed<StoredPart>({ number: part.number, size, etag: etagOf(sha256), sha256 });
+        }),
+      ),
+
+    put: (key, body, contentType) =>
+      Effect.tryPromise({ try: () => readAll(body), catch: storageError(`writing ${key}`) }).pipe(
+        Effect.flatMap(({ bytes = new Uint8Array() }) =>
+          Effect.sync(() => void objects.set(key, { bytes, contentType, sha256: sha256Hex(bytes) })),
+        ),
+      ),
+
+    get: (key, range) =>
+      Effect.suspend((): Effect.Effect<ByteStream, NotFound | StorageError> => {
+        const o = objects.get(key);
+        if (!o) return Effect.fail(new NotFound({ message: `no object at ${key}` }));
+        if (!range) return Effect.succeed(stream(o.bytes.slice()));
+        if (!validRange(range))
+          return Effect.fail(new StorageError({ message: `invalid range ${range.start}-${range.end}` }));
+        return Effect.succeed(stream(o.bytes.slice(range.start, range.end + 1)));
+      }),
+
+    head: (key) =>
+      Effect.sync(() => Option.map(Option.fromNullable(objects.get(key)), (o) => toStored(key, o))),
+
+    list: (prefix) => Effect.sync(() => keysUnder(prefix).map((k) => toStored(k, objects.get(k)!))),
+
+    deletePrefix: (prefix) =>
+      Effect.sync(() => {
+        for (const k of keysUnder(prefix)) objects.delete(k);
+      }),
+
+    backdoor: {
+      read: async (key) => objects.get(key)?.bytes.slice(),
+      exists: async (key) => objects.has(key),
+      storedParts: async (uploadId) =>
+        [...(uploads.get(uploadId) ?? new Map<number, MemoryPart>()).entries()]
+          .sort(([a], [b]) => a - b)
+          .map(([number, p]) => ({ number, bytes: p.bytes.slice() })),
+    },
+  };
+};

@@ -1,0 +1,27 @@
+import type { RateLimiter } from "@vod/core";
+import { Effect } from "effect";
+
+/** Fixed-window counters in process memory: right for one process, or tests. */
+export const memoryRateLimiter = (): RateLimiter => {
+  const windows = new Map<string, { start: number; count: number }>();
+  let lastSweep = 0;
+  return {
+    hit: (key, rule, now) =>
+      Effect.sync(() => {
+        // Drop finished windows now and then, so idle keys do not pile up.
+        if (now - lastSweep > 60_000) {
+          lastSweep = now;
+          for (const [k, w] of windows) if (w.start + 24 * 3_600_000 < now) windows.delete(k);
+        }
+        const start = Math.floor(now / rule.windowMs) * rule.windowMs;
+        const id = `${rule.windowMs}:${key}`;
+        const current = windows.get(id);
+        const window = current && current.start === start ? current : { start, count: 0 };
+        window.count += 1;
+        windows.set(id, window);
+        return window.count <= rule.limit
+          ? { allowed: true as const, remaining: rule.limit - window.count }
+          : { allowed: false as const, retryAfterMs: start + rule.windowMs - now };
+      }),
+  };
+};

@@ -1,0 +1,79 @@
+import type {
+  ApiKey,
+  Asset,
+  ContentKey,
+  Identity,
+  JobName,
+  JobTypes,
+  PlaybackSession,
+  RefreshSession,
+  RefreshToken,
+  Tenant,
+  UploadSession,
+  UserRecord,
+} from "@vod/core";
+
+/** A job as the memory queue keeps it. */
+export interface MemoryJob {
+  readonly id: string;
+  readonly name: JobName;
+  readonly data: JobTypes[JobName];
+  readonly state: "queued" | "active" | "completed" | "failed";
+  /** Runs started so far. */
+  readonly attempts: number;
+  /** Not handed out before this time (backoff). */
+  readonly runAfter: number;
+  /** An active job whose lease ran out is handed out again (its worker is presumed dead). */
+  readonly leaseUntil: number;
+  readonly lastError: string | null;
+}
+
+/** Everything the memory adapter stores. Records are replaced, never mutated in place. */
+export interface MemoryState {
+  readonly tenants: Map<string, Tenant>;
+  readonly users: Map<string, UserRecord>;
+  /** Lowercased email -> user id: the unique index. */
+  readonly usersByEmail: Map<string, string>;
+  /** `${provider}:${subject}` -> identity. */
+  readonly identities: Map<string, Identity>;
+  readonly refreshSessions: Map<string, RefreshSession>;
+  readonly refreshTokens: Map<string, RefreshToken>;
+  readonly apiKeys: Map<string, ApiKey>;
+  readonly apiKeysByHash: Map<string, string>;
+  readonly assets: Map<string, Asset>;
+  readonly uploads: Map<string, UploadSession>;
+  readonly jobs: Map<string, MemoryJob>;
+  readonly playbackSessions: Map<string, PlaybackSession>;
+  /** `${tenant_id}/${asset_id}` -> key. */
+  readonly contentKeys: Map<string, ContentKey>;
+}
+
+export const emptyState = (): MemoryState => ({
+  tenants: new Map(),
+  users: new Map(),
+  usersByEmail: new Map(),
+  identities: new Map(),
+  refreshSessions: new Map(),
+  refreshTokens: new Map(),
+  apiKeys: new Map(),
+  apiKeysByHash: new Map(),
+  assets: new Map(),
+  uploads: new Map(),
+  jobs: new Map(),
+  playbackSessions: new Map(),
+  contentKeys: new Map(),
+});
+
+/** Shallow copies of every map: enough to roll back, because records are never mutated. */
+export const snapshot = (state: MemoryState): MemoryState =>
+  Object.fromEntries(
+    Object.entries(state).map(([k, v]) => [k, new Map(v as Map<unknown, unknown>)]),
+  ) as unknown as MemoryState;
+
+export const restore = (state: MemoryState, from: MemoryState): void => {
+  for (const key of Object.keys(state) as Array<keyof MemoryState>) {
+    const target = state[key] as Map<unknown, unknown>;
+    target.clear();
+    for (const [k, v] of from[key] as Map<unknown, unknown>) target.set(k, v);
+  }
+};

@@ -1,0 +1,264 @@
+import { type Asset, Conflict, normalizeEmail, type Repositories, type Storage } from "@vod/core";
+import { Effect, Exit, Option } from "effect";
+import { emptyState, type MemoryState, restore, snapshot } from "./state.js";
+
+const byNewest = (a: { created_at: number; id: string }, b: { created_at: number; id: string }) =>
+  b.created_at - a.created_at || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0);
+
+const isAfter = (row: { created_at: number; id: string }, key: { created_at: number; id: string }) =>
+  row.created_at < key.created_at || (row.created_at === key.created_at && row.id < key.id);
+
+const get = <V>(map: Map<string, V>, key: string) => Effect.sync(() => Option.fromNullable(map.get(key)));
+const ofTenant =
+  <V extends { tenant_id: string }>(tenantId: string) =>
+  (o: Option.Option<V>) =>
+    Option.filter(o, (v) => v.tenant_id === tenantId);
+
+/** Repositories straight over the state; `memoryStorage` adds locking and transactions. */
+let jobCounter = 0;
+
+const repositoriesOver = (s: MemoryState): Repositories => ({
+  tenants: {
+    insert: (tenant) => Effect.sync(() => void s.tenants.set(tenant.id, tenant)),
+    get: (id) => get(s.tenants, id),
+  },
+  users: {
+    insert: (user) =>
+      Effect.suspend(() => {
+        const email = normalizeEmail(user.email);
+        if (s.usersByEmail.has(email))
+          return Effect.fail(new Conflict({ message: "an account with this email already exists" }));
+        s.users.set(user.id, user);
+        s.usersByEmail.set(email, user.id);
+        return Effect.void;
+      }),
+    get: (tenantId, id) => Effect.map(get(s.users, id), ofTenant(tenantId)),
+    findByEmail: (email) =>
+      Effect.sync(() => {
+        const id = s.usersByEmail.get(normalizeEmail(email));
+        return Option.fromNullable(id === undefined ? undefined : s.users.get(id));
+      }),
+    setPasswordHash: (tenantId, id, passwordHash) =>
+      Effect.sync(() => {
+        const user = s.users.get(id);
+        if (user?.tenant_id === tenantId) s.users.set(id, { ...user, password_hash: passwordHash });
+      }),
+    setEmailVerified: (tenantId, id, verified) =>
+      Effect.sync(() => {
+        const user = s.users.get(id);
+        if (user?.tenant_id === tenantId) s.users.set(id, { ...user, email_verified: verified });
+      }),
+  },
+  identities: {
+    insert: (identity) =>
+      Effect.suspend(() => {
+        const key = `${identity.provider}:${identity.subject}`;
+        if (s.identities.has(key))
+          return Effect.fail(new Conflict({ message: "this identity is linked to another account" }));
+        s.identities.set(key, identity);
+        return Effect.void;
+      }),
+    find: (provider, subject) => get(s.identities, `${provider}:${subject}`),
+  },
+  refreshSessions: {
+    insertSession: (session) => Effect.sync(() => void s.refreshSessions.set(session.id, session)),
+    getSession: (tenantId, id) => Effect.map(get(s.refreshSessions, id), ofTenant(tenantId)),
+    revokeSession: (tenantId, id, at, reason) =>
+      Effect.sync(() => {
+        const session = s.refreshSessions.get(id);
+        if (session?.tenant_id === tenantId && session.revoked_at === null)
+          s.refreshSessions.set(id, { ...session, revoked_at: at, revoked_reason: reason });
+      }),
+    revokeUserSessions: (tenantId, userId, exceptSessionId, at, reason) =>
+      Effect.sync(() => {
+        for (const session of s.refreshSessions.values())
+          if (
+            session.tenant_id === tenantId &&
+            session.user_id === userId &&
+            session.id !== exceptSessionId &&
+            session.revoked_at === null
+          )
+            s.refreshSessions.set(session.id, { ...session, revoked_at: at, revoked_reason: reason });
+      }),
+    insertToken: (token) => Effect.sync(() => void s.refreshTokens.set(token.token_hash, token)),
+    findToken: (hash) => get(s.refreshTokens, hash),
+    markTokenUsed: (hash, at) =>
+      Effect.sync(() => {
+        const token = s.refreshTokens.get(hash);
+        if (!token || token.used_at !== null) return false;
+        s.refreshTokens.set(hash, { ...token, used_at: at });
+        return true;
+      }),
+  },
+  apiKeys: {
+    insert: (key) =>
+      Effect.sync(() => {
+        s.apiKeys.set(key.id, key);
+        s.apiKeysByHash.set(key.key_hash, key.id);
+      }),
+    get: (tenantId, id) => Effect.map(get(s.apiKeys, id), ofTenant(tenantId)),
+    findByHash: (hash) =>
+      Effect.sync(() => {
+        const id = s.apiKeysByHash.get(hash);
+        return Option.fromNullable(id === undefined ? undefined : s.apiKeys.get(id));
+      }),
+    list: (tenantId, limit) =>
+      Effect.sync(() =>
+        [...s.apiKeys.values()]
+          .filter((k) => k.tenant_id === tenantId)
+          .sort(byNewest)
+          .slice(0, limit),
+      ),
+    revoke: (tenantId, id, at) =>
+      Effect.sync(() => {
+        const key = s.apiKeys.get(id);
+        if (key?.tenant_id === tenantId && key.revoked_at === null)
+          s.apiKeys.set(id, { ...key, revoked_at: at });
+      }),
+    touch: (tenantId, id, at) =>
+      Effect.sync(() => {
+        const key = s.apiKeys.get(id);
+        if (key?.tenant_id === tenantId) s.apiKeys.set(id, { ...key, last_used_at: at });
+      }),
+  },
+  assets: {
+    insert: (asset) => Effect.sync(() => void s.assets.set(asset.id, asset)),
+    get: (tenantId, id) => Effect.map(get(s.assets, id), ofTenant(tenantId)),
+    list: (tenantId, { status, limit, after }) =>
+      Effect.sync(() => {
+        const rows: Asset[] = [];
+        for (const a of s.assets.values())
+          if (
+            a.tenant_id === tenantId &&
+            (status === undefined || a.status === status) &&
+            (!after || isAfter(a, after))
+          )
+            rows.push(a);
+        return rows.sort(byNewest).slice(0, limit);
+      }),
+    update: (asset) =>
+      Effect.sync(() => {
+        if (s.assets.get(asset.id)?.tenant_id === asset.tenant_id) s.assets.set(asset.id, asset);
+      }),
+  },
+  uploads: {
+    insert: (session) =>
+      Effect.suspend(() => {
+        for (const other of s.uploads.values())
+          if (other.asset_id === session.asset_id && other.status === "created")
+            return Effect.fail(new Conflict({ message: "an upload is already in progress for this asset" }));
+        s.uploads.set(session.id, session);
+        return Effect.void;
+      }),
+    get: (tenantId, id) => Effect.map(get(s.uploads, id), ofTenant(tenantId)),
+    findOpen: (tenantId, assetId) =>
+      Effect.sync(() =>
+        Option.fromNullable(
+          [...s.uploads.values()].find(
+            (u) => u.tenant_id === tenantId && u.asset_id === assetId && u.status === "created",
+          ),
+        ),
+      ),
+    close: (tenantId, id, status) =>
+      Effect.sync(() => {
+        const session = s.uploads.get(id);
+        if (session?.tenant_id !== tenantId || session.status !== "created") return false;
+        s.uploads.set(id, { ...session, status });
+        return true;
+      }),
+    complete: (tenantId, id, at, parts) =>
+      Effect.sync(() => {
+        const session = s.uploads.get(id);
+        if (session?.tenant_id !== tenantId || session.status !== "created") return false;
+        s.uploads.set(id, { ...session, status: "completed", completed_at: at, completed_parts: parts });
+        return true;
+      }),
+    listExpired: (now, limit) =>
+      Effect.sync(() =>
+        [...s.uploads.values()]
+          .filter((u) => u.status === "created" && u.expires_at <= now)
+          .sort((a, b) => a.expires_at - b.expires_at)
+          .slice(0, limit),
+      ),
+  },
+  playbackSessions: {
+    insert: (session) => Effect.sync(() => void s.playbackSessions.set(session.id, session)),
+    get: (tenantId, id) => Effect.map(get(s.playbackSessions, id), ofTenant(tenantId)),
+    end: (tenantId, id, at) =>
+      Effect.sync(() => {
+        const session = s.playbackSessions.get(id);
+        if (session?.tenant_id === tenantId && session.ended_at === null)
+          s.playbackSessions.set(id, { ...session, ended_at: at });
+      }),
+  },
+  contentKeys: {
+    insertIfAbsent: (key) =>
+      Effect.sync(() => {
+        const id = `${key.tenant_id}/${key.asset_id}`;
+        const existing = s.contentKeys.get(id);
+        if (existing) return existing;
+        s.contentKeys.set(id, key);
+        return key;
+      }),
+    get: (tenantId, assetId) => get(s.contentKeys, `${tenantId}/${assetId}`),
+  },
+  jobs: {
+    enqueue: (name, data) =>
+      Effect.sync(() => {
+        const id = `job_${++jobCounter}_${Date.now().toString(36)}`;
+        s.jobs.set(id, {
+          id,
+          name,
+          data,
+          state: "queued",
+          attempts: 0,
+          runAfter: 0,
+          leaseUntil: 0,
+          lastError: null,
+        });
+      }),
+  },
+});
+
+type AnyFn = (...args: never[]) => Effect.Effect<unknown, unknown>;
+
+/** Wraps every repository method so it runs under `lock`. */
+const locked = (repos: Repositories, lock: Effect.Semaphore): Repositories =>
+  Object.fromEntries(
+    Object.entries(repos).map(([name, repo]) => [
+      name,
+      Object.fromEntries(
+        Object.entries(repo as Record<string, AnyFn>).map(([method, fn]) => [
+          method,
+          (...args: never[]) => lock.withPermits(1)(fn(...args)),
+        ]),
+      ),
+    ]),
+  ) as unknown as Repositories;
+
+export interface MemoryStorage extends Storage {
+  /** The stored records themselves, for contract tests' backdoor reads. */
+  readonly state: MemoryState;
+}
+
+/**
+ * Storage in process memory. Calls are serialized by one lock, and a transaction holds it
+ * throughout, so transactions are serializable; a failed one is rolled back from a snapshot.
+ */
+export const memoryStorage = (state: MemoryState = emptyState()): MemoryStorage => {
+  const lock = Effect.unsafeMakeSemaphore(1);
+  const raw = repositoriesOver(state);
+  return {
+    state,
+    ...locked(raw, lock),
+    transaction: (work) =>
+      lock.withPermits(1)(
+        Effect.suspend(() => {
+          const before = snapshot(state);
+          return Effect.onExit(work(raw), (exit) =>
+            Effect.sync(() => Exit.isFailure(exit) && restore(state, before)),
+          );
+        }),
+      ),
+  };
+};

@@ -1,0 +1,51 @@
+import type {
+  ApiKey,
+  Asset,
+  Identity,
+  RefreshSession,
+  RefreshToken,
+  Tenant,
+  UploadSession,
+  UserRecord,
+} from "@vod/core";
+import type { Queryable } from "./sql.js";
+
+/** Raw SQL reads of what the adapter stored, in the shape of `@vod/contract-tests`' StorageBackdoor. */
+export const postgresBackdoor = (sql: Queryable & { readonly schema?: string | undefined }) => {
+  const first = async <R>(text: string, params: unknown[]) => (await sql.query<R>(text, params)).rows[0];
+  return {
+    tenant: (id: string) => first<Tenant>("SELECT * FROM tenants WHERE id = $1", [id]),
+    user: (id: string) => first<UserRecord>("SELECT * FROM users WHERE id = $1", [id]),
+    identity: (provider: "google", subject: string) =>
+      first<Identity>("SELECT * FROM identities WHERE provider = $1 AND subject = $2", [provider, subject]),
+    refreshSession: (id: string) =>
+      first<RefreshSession>("SELECT * FROM refresh_sessions WHERE id = $1", [id]),
+    refreshTokensOfSession: async (sessionId: string) =>
+      (
+        await sql.query<RefreshToken>(
+          "SELECT * FROM refresh_tokens WHERE session_id = $1 ORDER BY created_at",
+          [sessionId],
+        )
+      ).rows,
+    apiKey: (id: string) => first<ApiKey>("SELECT * FROM api_keys WHERE id = $1", [id]),
+    asset: (id: string) => first<Asset>("SELECT * FROM assets WHERE id = $1", [id]),
+    upload: (id: string) => first<UploadSession>("SELECT * FROM upload_sessions WHERE id = $1", [id]),
+    // pg-boss keeps its jobs in a schema of its own, named after ours (see jobs.ts).
+    jobs: async () =>
+      (
+        await sql.query<{ name: string; data: unknown; state: string }>(
+          `SELECT name, data, state FROM ${sql.schema ?? "vod"}_jobs.job ORDER BY created_on`,
+        )
+      ).rows,
+    insertUser: async (u: UserRecord) => {
+      await sql.query(
+        `INSERT INTO users (id, tenant_id, email, email_verified, name, role, password_hash, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+        [u.id, u.tenant_id, u.email, u.email_verified, u.name, u.role, u.password_hash, u.created_at],
+      );
+    },
+    setTenantStatus: async (id: string, status: "active" | "suspended") => {
+      await sql.query("UPDATE tenants SET status = $2 WHERE id = $1", [id, status]);
+    },
+  };
+};

@@ -1,0 +1,229 @@
+import type { SqlDatabase } from "./sql.js";
+
+export interface Migration {
+  readonly version: number;
+  readonly name: string;
+  readonly sql: string;
+}
+
+/**
+ * The schema, as an append-only list: a released migration is never edited, a change is a new
+ * one. Every tenant-owned table carries tenant_id; list orders have an index that serves them.
+ */
+export const migrations: ReadonlyArray<Migration> = [
+  {
+    version: 1,
+    name: "accounts, API keys and assets",
+    sql: `
+CREATE TABLE tenants (
+  id text PRIMARY KEY,
+  slug text NOT NULL UNIQUE,
+  name text NOT NULL,
+  plan text NOT NULL CHECK (plan IN ('free', 'pro', 'enterprise')),
+  status text NOT NULL CHECK (status IN ('active', 'suspended')),
+  created_at bigint NOT NULL
+);
+
+CREATE TABLE users (
+  id text PRIMARY KEY,
+  tenant_id text NOT NULL REFERENCES tenants (id),
+  email text NOT NULL,
+  email_verified boolean NOT NULL,
+  name text,
+  role text NOT NULL CHECK (role IN ('owner', 'admin', 'member')),
+  password_hash text,
+  created_at bigint NOT NULL
+);
+-- Emails are unique without regard to case; login looks them up through this index.
+CREATE UNIQUE INDEX users_email_key ON users (lower(email));
+CREATE INDEX users_tenant_idx ON users (tenant_id);
+
+CREATE TABLE identities (
+  provider text NOT NULL,
+  subject text NOT NULL,
+  user_id text NOT NULL REFERENCES users (id),
+  tenant_id text NOT NULL REFERENCES tenants (id),
+  created_at bigint NOT NULL,
+  PRIMARY KEY (provider, subject)
+);
+CREATE INDEX identities_user_idx ON identities (tenant_id, user_id);
+
+CREATE TABLE refresh_sessions (
+  id text PRIMARY KEY,
+  tenant_id text NOT NULL REFERENCES tenants (id),
+  user_id text NOT NULL REFERENCES users (id),
+  created_at bigint NOT NULL,
+  revoked_at bigint,
+  revoked_reason text CHECK (revoked_reason IN ('logout', 'reuse_detected', 'password_changed'))
+);
+CREATE INDEX refresh_sessions_live_idx ON refresh_sessions (tenant_id, user_id) WHERE revoked_at IS NULL;
+
+CREATE TABLE refresh_tokens (
+  token_hash text PRIMARY KEY,
+  session_id text NOT NULL REFERENCES refresh_sessions (id),
+  tenant_id text NOT NULL REFERENCES tenants (id),
+  user_id text NOT NULL REFERENCES users (id),
+  created_at bigint NOT NULL,
+  expires_at bigint NOT NULL,
+  used_at bigint
+);
+CREATE INDEX refresh_tokens_session_idx ON refresh_tokens (session_id);
+
+CREATE TABLE api_keys (
+  id text PRIMARY KEY,
+  tenant_id text NOT NULL REFERENCES tenants (id),
+  name text NOT NULL,
+  prefix text NOT NULL,
+  scopes text[] NOT NULL,
+  key_hash text NOT NULL UNIQUE,
+  last_used_at bigint,
+  expires_at bigint,
+  revoked_at bigint,
+  created_at bigint NOT NULL
+);
+CREATE INDEX api_keys_list_idx ON api_keys (tenant_id, created_at DESC, id DESC);
+
+CREATE TABLE assets (
+  id text PRIMARY KEY,
+  tenant_id text NOT NULL REFERENCES tenants (id),
+  title text NOT NULL,
+  status text NOT NULL CHECK (status IN ('pending', 'uploaded', 'processing', 'ready', 'failed')),
+  failure_code text,
+  source_width integer,
+  source_height integer,
+  source_fps double precision,
+  source_codec text,
+  source_duration_ms bigint,
+  source_bitrate_kbps integer,
+  origin_size_bytes bigint,
+  checksum_sha256 text,
+  drm_enabled boolean NOT NULL,
+  visibility text NOT NULL CHECK (visibility IN ('private', 'public')),
+  published_at bigint,
+  created_at bigint NOT NULL
+);
+-- Keyset pagination, newest first, with and without the status filter.
+CREATE INDEX assets_list_idx ON assets (tenant_id, created_at DESC, id DESC);
+CREATE INDEX assets_status_list_idx ON assets (tenant_id, status, created_at DESC, id DESC);
+`,
+  },
+  {
+    version: 2,
+    name: "upload sessions",
+    sql: `
+CREATE TABLE upload_sessions (
+  id text PRIMARY KEY,
+  tenant_id text NOT NULL REFERENCES tenants (id),
+  asset_id text NOT NULL REFERENCES assets (id),
+  status text NOT NULL CHECK (status IN ('created', 'completed', 'aborted', 'expired')),
+  part_size bigint NOT NULL,
+  part_count integer NOT NULL,
+  size_bytes bigint NOT NULL,
+  sha256 text,
+  expires_at bigint NOT NULL,
+  created_at bigint NOT NULL,
+  completed_at bigint,
+  completed_parts jsonb
+);
+-- At most one open session per asset: of two concurrent starts, one wins.
+CREATE UNIQUE INDEX upload_sessions_open_key ON upload_sessions (asset_id) WHERE status = 'created';
+CREATE INDEX upload_sessions_asset_idx ON upload_sessions (tenant_id, asset_id);
+CREATE INDEX upload_sessions_expiry_idx ON upload_sessions (expires_at) WHERE status = 'created';
+`,
+  },
+  {
+    version: 3,
+    name: "playback sessions, content keys, revocations, telemetry",
+    sql: `
+CREATE TABLE playback_sessions (
+  id text PRIMARY KEY,
+  tenant_id text NOT NULL REFERENCES tenants (id),
+  asset_id text NOT NULL REFERENCES assets (id),
+  drm boolean NOT NULL,
+  expires_at bigint NOT NULL,
+  created_at bigint NOT NULL,
+  ended_at bigint
+);
+CREATE INDEX playback_sessions_asset_idx ON playback_sessions (tenant_id, asset_id);
+
+-- Content keys are kept only wrapped by the master key.
+CREATE TABLE content_keys (
+  tenant_id text NOT NULL REFERENCES tenants (id),
+  asset_id text NOT NULL REFERENCES assets (id),
+  kid text NOT NULL,
+  wrapped_key text NOT NULL,
+  created_at bigint NOT NULL,
+  PRIMARY KEY (tenant_id, asset_id)
+);
+
+-- Ended sessions, read by every media and DRM node; rows past "until" may be deleted.
+CREATE TABLE playback_revocations (
+  session_id text PRIMARY KEY,
+  until bigint NOT NULL
+);
+CREATE INDEX playback_revocations_until_idx ON playback_revocations (until);
+
+CREATE TABLE telemetry_events (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  tenant_id text NOT NULL,
+  session_id text NOT NULL,
+  asset_id text NOT NULL,
+  received_at bigint NOT NULL,
+  player_version text,
+  event text NOT NULL,
+  ts_ms double precision NOT NULL,
+  playhead_ms double precision NOT NULL,
+  rendition text,
+  error_code text,
+  startup_ms double precision,
+  stall_ms double precision,
+  bitrate_kbps double precision,
+  extra jsonb NOT NULL DEFAULT '{}'
+);
+CREATE INDEX telemetry_events_session_idx ON telemetry_events (tenant_id, session_id);
+`,
+  },
+];
+
+/** Any constant works; this one spells "vod" and keeps clear of other applications' locks. */
+const MIGRATION_LOCK = 0x766f64;
+
+/**
+ * Applies the migrations not applied yet, each in its own transaction. A session-level advisory
+ * lock makes concurrent starts take turns: the second finds the work done.
+ */
+export const migrate = (db: SqlDatabase): Promise<ReadonlyArray<number>> =>
+  db.withConnection(async (conn) => {
+    await conn.query("SELECT pg_advisory_lock($1)", [MIGRATION_LOCK]);
+    try {
+      // The name was checked when the pool was made; search_path already points at it.
+      if (db.schema) await conn.exec(`CREATE SCHEMA IF NOT EXISTS ${db.schema}`);
+      await conn.exec(`CREATE TABLE IF NOT EXISTS vod_migrations (
+        version integer PRIMARY KEY,
+        name text NOT NULL,
+        applied_at timestamptz NOT NULL DEFAULT now()
+      )`);
+      const { rows } = await conn.query<{ version: number }>("SELECT version FROM vod_migrations");
+      const applied = new Set(rows.map((r) => r.version));
+      const done: number[] = [];
+      for (const migration of migrations) {
+        if (applied.has(migration.version)) continue;
+        await conn.exec("BEGIN");
+        try {
+          await conn.exec(migration.sql);
+          await conn.query("INSERT INTO vod_migrations (version, name) VALUES ($1, $2)", [
+            migration.version,
+            migration.name,
+          ]);
+          await conn.exec("COMMIT");
+        } catch (error) {
+          await conn.exec("ROLLBACK");
+          throw new Error(`migration ${migration.version} (${migration.name}) failed`, { cause: error });
+        }
+        done.push(migration.version);
+      }
+      return done;
+    } finally {
+      await conn.query("SELECT pg_advisory_unlock($1)", [MIGRATION_LOCK]);
+    }
+  });

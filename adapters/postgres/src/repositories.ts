@@ -1,0 +1,354 @@
+import {
+  type ApiKey,
+  type Asset,
+  Conflict,
+  type ContentKey,
+  type Identity,
+  type JobName,
+  type JobTypes,
+  type PlaybackSession,
+  type RefreshSession,
+  type RefreshToken,
+  type Repositories,
+  StorageError,
+  type Tenant,
+  type UploadSession,
+  type UserRecord,
+} from "@vod/core";
+import { Effect, Option } from "effect";
+import type { Queryable } from "./sql.js";
+
+const UNIQUE_VIOLATION = "23505";
+
+const isUniqueViolation = (error: unknown) =>
+  typeof error === "object" && error !== null && (error as { code?: unknown }).code === UNIQUE_VIOLATION;
+
+const storageError = (cause: unknown) => new StorageError({ message: "database request failed", cause });
+
+const USER = "id, tenant_id, email, email_verified, name, role, password_hash, created_at";
+const SESSION = "id, tenant_id, user_id, created_at, revoked_at, revoked_reason";
+const TOKEN = "token_hash, session_id, tenant_id, user_id, created_at, expires_at, used_at";
+const API_KEY =
+  "id, tenant_id, name, prefix, scopes, key_hash, last_used_at, expires_at, revoked_at, created_at";
+const ASSET_COLUMNS = [
+  "id",
+  "tenant_id",
+  "title",
+  "status",
+  "failure_code",
+  "source_width",
+  "source_height",
+  "source_fps",
+  "source_codec",
+  "source_duration_ms",
+  "source_bitrate_kbps",
+  "origin_size_bytes",
+  "checksum_sha256",
+  "drm_enabled",
+  "visibility",
+  "published_at",
+  "created_at",
+] as const satisfies ReadonlyArray<keyof Asset>;
+const ASSET = ASSET_COLUMNS.join(", ");
+const UPLOAD = [
+  "id",
+  "tenant_id",
+  "asset_id",
+  "status",
+  "part_size",
+  "part_count",
+  "size_bytes",
+  "sha256",
+  "expires_at",
+  "created_at",
+  "completed_at",
+  "completed_parts",
+].join(", ");
+
+/** Enqueues a job on a connection or transaction; absent where this process has no queue. */
+export type Enqueue = (sql: Queryable, name: JobName, data: JobTypes[JobName]) => Promise<void>;
+
+const placeholders = (n: number, from = 1) => Array.from({ length: n }, (_, i) => `$${i + from}`).join(", ");
+
+/**
+ * The core's repositories over one connection or transaction. Rows come back in the domain's
+ * own shape (the columns are named as the fields), so no mapping layer is needed.
+ */
+export const repositoriesOver = (sql: Queryable, enqueue?: Enqueue): Repositories => {
+  const run = <R>(text: string, params: ReadonlyArray<unknown> = []) =>
+    Effect.tryPromise({ try: () => sql.query<R>(text, params), catch: storageError });
+  const one = <R>(text: string, params: ReadonlyArray<unknown>) =>
+    Effect.map(run<R>(text, params), (r) => Option.fromNullable(r.rows[0]));
+  const write = (text: string, params: ReadonlyArray<unknown>) => Effect.asVoid(run(text, params));
+  const insertOrConflict = (text: string, params: ReadonlyArray<unknown>, message: string) =>
+    Effect.tryPromise({
+      try: () => sql.query(text, params),
+      catch: (error) => (isUniqueViolation(error) ? new Conflict({ message }) : storageError(error)),
+    }).pipe(Effect.asVoid);
+
+  return {
+    tenants: {
+      insert: (t) =>
+        write(
+          "INSERT INTO tenants (id, slug, name, plan, status, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+          [t.id, t.slug, t.name, t.plan, t.status, t.created_at],
+        ),
+      get: (id) =>
+        one<Tenant>("SELECT id, slug, name, plan, status, created_at FROM tenants WHERE id = $1", [id]),
+    },
+    users: {
+      insert: (u) =>
+        insertOrConflict(
+          `INSERT INTO users (${USER}) VALUES (${placeholders(8)})`,
+          [u.id, u.tenant_id, u.email, u.email_verified, u.name, u.role, u.password_hash, u.created_at],
+          "an account with this email already exists",
+        ),
+      get: (tenantId, id) =>
+        one<UserRecord>(`SELECT ${USER} FROM users WHERE tenant_id = $1 AND id = $2`, [tenantId, id]),
+      findByEmail: (email) =>
+        one<UserRecord>(`SELECT ${USER} FROM users WHERE lower(email) = lower($1)`, [email.trim()]),
+      setPasswordHash: (tenantId, id, hash) =>
+        write("UPDATE users SET password_hash = $3 WHERE tenant_id = $1 AND id = $2", [tenantId, id, hash]),
+      setEmailVerified: (tenantId, id, verified) =>
+        write("UPDATE users SET email_verified = $3 WHERE tenant_id = $1 AND id = $2", [
+          tenantId,
+          id,
+          verified,
+        ]),
+    },
+    identities: {
+      insert: (i) =>
+        insertOrConflict(
+          "INSERT INTO identities (provider, subject, user_id, tenant_id, created_at) VALUES ($1, $2, $3, $4, $5)",
+          [i.provider, i.subject, i.user_id, i.tenant_id, i.created_at],
+          "this identity is linked to another account",
+        ),
+      find: (provider, subject) =>
+        one<Identity>(
+          "SELECT provider, subject, user_id, tenant_id, created_at FROM identities WHERE provider = $1 AND subject = $2",
+          [provider, subject],
+        ),
+    },
+    refreshSessions: {
+      insertSession: (s) =>
+        write(`INSERT INTO refresh_sessions (${SESSION}) VALUES (${placeholders(6)})`, [
+          s.id,
+          s.tenant_id,
+          s.user_id,
+          s.created_at,
+          s.revoked_at,
+          s.revoked_reason,
+        ]),
+      getSession: (tenantId, id) =>
+        one<RefreshSession>(`SELECT ${SESSION} FROM refresh_sessions WHERE tenant_id = $1 AND id = $2`, [
+          tenantId,
+          id,
+        ]),
+      revokeSession: (tenantId, id, at, reason) =>
+        write(
+          `UPDATE refresh_sessions SET revoked_at = $3, revoked_reason = $4
+           WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL`,
+          [tenantId, id, at, reason],
+        ),
+      revokeUserSessions: (tenantId, userId, exceptSessionId, at, reason) =>
+        write(
+          `UPDATE refresh_sessions SET revoked_at = $4, revoked_reason = $5
+           WHERE tenant_id = $1 AND user_id = $2 AND ($3::text IS NULL OR id <> $3) AND revoked_at IS NULL`,
+          [tenantId, userId, exceptSessionId, at, reason],
+        ),
+      insertToken: (t) =>
+        write(`INSERT INTO refresh_tokens (${TOKEN}) VALUES (${placeholders(7)})`, [
+          t.token_hash,
+          t.session_id,
+          t.tenant_id,
+          t.user_id,
+          t.created_at,
+          t.expires_at,
+          t.used_at,
+        ]),
+      findToken: (hash) =>
+        one<RefreshToken>(`SELECT ${TOKEN} FROM refresh_tokens WHERE token_hash = $1`, [hash]),
+      // The row lock taken by UPDATE makes a concurrent second call wait, then find used_at set.
+      markTokenUsed: (hash, at) =>
+        Effect.map(
+          run("UPDATE refresh_tokens SET used_at = $2 WHERE token_hash = $1 AND used_at IS NULL", [hash, at]),
+          (r) => r.rowCount === 1,
+        ),
+    },
+    apiKeys: {
+      insert: (k) =>
+        write(`INSERT INTO api_keys (${API_KEY}) VALUES (${placeholders(10)})`, [
+          k.id,
+          k.tenant_id,
+          k.name,
+          k.prefix,
+          k.scopes,
+          k.key_hash,
+          k.last_used_at,
+          k.expires_at,
+          k.revoked_at,
+          k.created_at,
+        ]),
+      get: (tenantId, id) =>
+        one<ApiKey>(`SELECT ${API_KEY} FROM api_keys WHERE tenant_id = $1 AND id = $2`, [tenantId, id]),
+      findByHash: (hash) => one<ApiKey>(`SELECT ${API_KEY} FROM api_keys WHERE key_hash = $1`, [hash]),
+      list: (tenantId, limit) =>
+        Effect.map(
+          run<ApiKey>(
+            `SELECT ${API_KEY} FROM api_keys WHERE tenant_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2`,
+            [tenantId, limit],
+          ),
+          (r) => r.rows,
+        ),
+      revoke: (tenantId, id, at) =>
+        write("UPDATE api_keys SET revoked_at = $3 WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL", [
+          tenantId,
+          id,
+          at,
+        ]),
+      touch: (tenantId, id, at) =>
+        write("UPDATE api_keys SET last_used_at = $3 WHERE tenant_id = $1 AND id = $2", [tenantId, id, at]),
+    },
+    assets: {
+      insert: (a) =>
+        write(
+          `INSERT INTO assets (${ASSET}) VALUES (${placeholders(ASSET_COLUMNS.length)})`,
+          ASSET_COLUMNS.map((c) => a[c]),
+        ),
+      get: (tenantId, id) =>
+        one<Asset>(`SELECT ${ASSET} FROM assets WHERE tenant_id = $1 AND id = $2`, [tenantId, id]),
+      list: (tenantId, { status, limit, after }) => {
+        const params: unknown[] = [tenantId];
+        let where = "tenant_id = $1";
+        if (status !== undefined) {
+          params.push(status);
+          where += ` AND status = $${params.length}`;
+        }
+        if (after !== undefined) {
+          params.push(after.created_at, after.id);
+          // A row comparison the (tenant_id[, status], created_at DESC, id DESC) index serves.
+          where += ` AND (created_at, id) < ($${params.length - 1}, $${params.length})`;
+        }
+        params.push(limit);
+        return Effect.map(
+          run<Asset>(
+            `SELECT ${ASSET} FROM assets WHERE ${where} ORDER BY created_at DESC, id DESC LIMIT $${params.length}`,
+            params,
+          ),
+          (r) => r.rows,
+        );
+      },
+      update: (a) => {
+        const columns = ASSET_COLUMNS.filter((c) => c !== "id" && c !== "tenant_id" && c !== "created_at");
+        return write(
+          `UPDATE assets SET ${columns.map((c, i) => `${c} = $${i + 3}`).join(", ")} WHERE tenant_id = $1 AND id = $2`,
+          [a.tenant_id, a.id, ...columns.map((c) => a[c])],
+        );
+      },
+    },
+    uploads: {
+      insert: (u) =>
+        insertOrConflict(
+          `INSERT INTO upload_sessions (${UPLOAD}) VALUES (${placeholders(11)}, $12::jsonb)`,
+          [
+            u.id,
+            u.tenant_id,
+            u.asset_id,
+            u.status,
+            u.part_size,
+            u.part_count,
+            u.size_bytes,
+            u.sha256,
+            u.expires_at,
+            u.created_at,
+            u.completed_at,
+            u.completed_parts === null ? null : JSON.stringify(u.completed_parts),
+          ],
+          "an upload is already in progress for this asset",
+        ),
+      get: (tenantId, id) =>
+        one<UploadSession>(`SELECT ${UPLOAD} FROM upload_sessions WHERE tenant_id = $1 AND id = $2`, [
+          tenantId,
+          id,
+        ]),
+      findOpen: (tenantId, assetId) =>
+        one<UploadSession>(
+          `SELECT ${UPLOAD} FROM upload_sessions WHERE tenant_id = $1 AND asset_id = $2 AND status = 'created'`,
+          [tenantId, assetId],
+        ),
+      close: (tenantId, id, status) =>
+        Effect.map(
+          run(
+            "UPDATE upload_sessions SET status = $3 WHERE tenant_id = $1 AND id = $2 AND status = 'created'",
+            [tenantId, id, status],
+          ),
+          (r) => r.rowCount === 1,
+        ),
+      complete: (tenantId, id, at, parts) =>
+        Effect.map(
+          run(
+            `UPDATE upload_sessions SET status = 'completed', completed_at = $3, completed_parts = $4::jsonb
+             WHERE tenant_id = $1 AND id = $2 AND status = 'created'`,
+            [tenantId, id, at, JSON.stringify(parts)],
+          ),
+          (r) => r.rowCount === 1,
+        ),
+      listExpired: (now, limit) =>
+        Effect.map(
+          run<UploadSession>(
+            `SELECT ${UPLOAD} FROM upload_sessions WHERE status = 'created' AND expires_at <= $1
+             ORDER BY expires_at LIMIT $2`,
+            [now, limit],
+          ),
+          (r) => r.rows,
+        ),
+    },
+    playbackSessions: {
+      insert: (p) =>
+        write(
+          "INSERT INTO playback_sessions (id, tenant_id, asset_id, drm, expires_at, created_at, ended_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+          [p.id, p.tenant_id, p.asset_id, p.drm, p.expires_at, p.created_at, p.ended_at],
+        ),
+      get: (tenantId, id) =>
+        one<PlaybackSession>(
+          "SELECT id, tenant_id, asset_id, drm, expires_at, created_at, ended_at FROM playback_sessions WHERE tenant_id = $1 AND id = $2",
+          [tenantId, id],
+        ),
+      end: (tenantId, id, at) =>
+        write(
+          "UPDATE playback_sessions SET ended_at = $3 WHERE tenant_id = $1 AND id = $2 AND ended_at IS NULL",
+          [tenantId, id, at],
+        ),
+    },
+    contentKeys: {
+      // ON CONFLICT keeps the first key; the SELECT after it answers whichever is stored.
+      insertIfAbsent: (k) =>
+        Effect.flatMap(
+          run(
+            `INSERT INTO content_keys (tenant_id, asset_id, kid, wrapped_key, created_at) VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (tenant_id, asset_id) DO NOTHING`,
+            [k.tenant_id, k.asset_id, k.kid, k.wrapped_key, k.created_at],
+          ),
+          () =>
+            Effect.map(
+              one<ContentKey>(
+                "SELECT tenant_id, asset_id, kid, wrapped_key, created_at FROM content_keys WHERE tenant_id = $1 AND asset_id = $2",
+                [k.tenant_id, k.asset_id],
+              ),
+              Option.getOrElse(() => k),
+            ),
+        ),
+      get: (tenantId, assetId) =>
+        one<ContentKey>(
+          "SELECT tenant_id, asset_id, kid, wrapped_key, created_at FROM content_keys WHERE tenant_id = $1 AND asset_id = $2",
+          [tenantId, assetId],
+        ),
+    },
+    jobs: {
+      enqueue: (name, data) =>
+        enqueue
+          ? Effect.tryPromise({ try: () => enqueue(sql, name, data), catch: storageError })
+          : Effect.fail(new StorageError({ message: "no job queue is configured in this process" })),
+    },
+  };
+};

@@ -1,0 +1,143 @@
+import { PGlite } from "@electric-sql/pglite";
+import pg from "pg";
+
+export interface QueryResult<R> {
+  readonly rows: R[];
+  /** Rows changed by INSERT / UPDATE / DELETE, rows returned by SELECT. */
+  readonly rowCount: number;
+}
+
+/** The least the repositories need of a connection or a transaction. */
+export interface Queryable {
+  /** Without parameters the text may hold several statements; the result is the last one's. */
+  query<R = Record<string, unknown>>(text: string, params?: ReadonlyArray<unknown>): Promise<QueryResult<R>>;
+  /** Several statements, no parameters (migrations). */
+  exec(sql: string): Promise<void>;
+}
+
+/**
+ * A database: a pg pool on a server, or PGlite embedded in the process. Both speak the same SQL,
+ * so one set of repositories and migrations serves both.
+ */
+export interface SqlDatabase extends Queryable {
+  readonly engine: "postgres" | "pglite";
+  /** The schema the tables live in, when not the default one. */
+  readonly schema?: string | undefined;
+  /** Runs `fn` in one transaction: COMMIT when it resolves, ROLLBACK when it rejects. */
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  /** Runs `fn` on one connection held throughout (session-level advisory locks). */
+  withConnection<T>(fn: (conn: Queryable) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+// Epoch milliseconds are int8; they fit a JS number exactly until the year 287,396.
+const INT8 = 20;
+const types = {
+  getTypeParser: ((oid: number, format?: "text" | "binary") =>
+    oid === INT8
+      ? (value: string) => Number(value)
+      : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
+};
+
+const overPg = (client: pg.Pool | pg.PoolClient): Queryable => ({
+  query: async <R>(text: string, params?: ReadonlyArray<unknown>) => {
+    const results = (await client.query(text, params as unknown[] | undefined)) as
+      | pg.QueryResult
+      | pg.QueryResult[];
+    // Several statements without parameters answer one result each.
+    const result = Array.isArray(results) ? results[results.length - 1] : results;
+    return { rows: (result?.rows ?? []) as R[], rowCount: result?.rowCount ?? result?.rows.length ?? 0 };
+  },
+  exec: async (sql) => {
+    await client.query(sql);
+  },
+});
+
+export interface PostgresOptions {
+  readonly connectionString: string;
+  /** Connections in the pool (VOD_DATABASE_POOL_SIZE). */
+  readonly poolSize?: number;
+  /** Schema to work in (search_path); tests use one per run. */
+  readonly schema?: string;
+  readonly applicationName?: string;
+}
+
+/** A pool on a Postgres server (Cloud SQL, RDS, your own). */
+export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
+  if (options.schema !== undefined && !/^[a-z_][a-z0-9_]{0,62}$/.test(options.schema))
+    throw new Error(
+      `invalid schema name ${JSON.stringify(options.schema)}: use lowercase letters, digits and _`,
+    );
+  const pool = new pg.Pool({
+    connectionString: options.connectionString,
+    max: options.poolSize ?? 10,
+    application_name: options.applicationName ?? "vod",
+    ...(options.schema ? { options: `-c search_path=${options.schema}` } : {}),
+    types,
+  });
+  // An idle client that loses its server must not crash the process; the next query reconnects.
+  pool.on("error", () => {});
+  return {
+    engine: "postgres",
+    schema: options.schema,
+    ...overPg(pool),
+    transaction: async (fn) => {
+      const client = await pool.connect();
+      try {
+        await client.query("BEGIN");
+        const result = await fn(overPg(client));
+        await client.query("COMMIT");
+        client.release();
+        return result;
+      } catch (error) {
+        // A failed ROLLBACK means the connection is broken: destroy it rather than reuse it.
+        await client.query("ROLLBACK").then(
+          () => client.release(),
+          (rollbackError: Error) => client.release(rollbackError),
+        );
+        throw error;
+      }
+    },
+    withConnection: async (fn) => {
+      const client = await pool.connect();
+      try {
+        return await fn(overPg(client));
+      } finally {
+        client.release();
+      }
+    },
+    close: () => pool.end(),
+  };
+};
+
+const overPglite = (db: Pick<PGlite, "query" | "exec">): Queryable => ({
+  query: async <R>(text: string, params?: ReadonlyArray<unknown>) => {
+    if (params === undefined || params.length === 0) {
+      // PGlite's extended protocol takes one statement; exec takes several.
+      const results = await db.exec(text);
+      const last = results[results.length - 1];
+      return { rows: (last?.rows ?? []) as R[], rowCount: last?.affectedRows ?? last?.rows.length ?? 0 };
+    }
+    const result = await db.query<R>(text, params as unknown[]);
+    return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
+  },
+  exec: async (sql) => {
+    await db.exec(sql);
+  },
+});
+
+/**
+ * Postgres compiled to WebAssembly, in this process, its files under `dataDir` (in memory when
+ * omitted). One process owns a data directory at a time. Its transactions queue the other
+ * queries, so they are serializable.
+ */
+export const openPglite = async (dataDir?: string): Promise<SqlDatabase> => {
+  const db = await PGlite.create(dataDir);
+  return {
+    engine: "pglite",
+    ...overPglite(db),
+    transaction: (fn) => db.transaction((tx) => fn(overPglite(tx))),
+    withConnection: (fn) => fn(overPglite(db)),
+    close: () => db.close(),
+  };
+};

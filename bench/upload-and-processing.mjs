@@ -1,0 +1,573 @@
+#!/usr/bin/env node
+// Upload throughput, host memory and processing time of the VOD host against their baselines,
+// in one run on the same bytes. See bench/README.md. Traffic goes to 127.0.0.1 only.
+//
+//   node bench/upload-and-processing.mjs [--size-mib 1024] [--rounds 5] [--quick] [--vod-storage postgres|memory]
+import { execFile, execFileSync } from "node:child_process";
+import { randomFillSync } from "node:crypto";
+import { existsSync } from "node:fs";
+import { mkdir, mkdtemp, open, readdir, rm, stat } from "node:fs/promises";
+import { cpus, tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs, promisify } from "node:util";
+import {
+  cli,
+  cpuSeconds,
+  describeBuild,
+  expectStatus,
+  fmt,
+  fromRepo,
+  keepAliveAgent,
+  MiB,
+  median,
+  partsOf,
+  pool,
+  repo,
+  sampleRss,
+  sendFileRange,
+  sleep,
+  spawnNode,
+  spread,
+  startVodHost,
+  statusKiB,
+  table,
+  verdict,
+} from "./lib.mjs";
+import { makeVideo, plainFfmpegArgs, VIDEO } from "./processing.mjs";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const { planRenditions, resolveTools } = await fromRepo("adapters/ffmpeg");
+const { defaultLadder } = await fromRepo("core");
+
+const { values: args } = parseArgs({
+  options: {
+    quick: { type: "boolean", default: false },
+    "size-mib": { type: "string" },
+    rounds: { type: "string" },
+    "video-seconds": { type: "string" },
+    "processing-rounds": { type: "string" },
+    "vod-storage": { type: "string", default: "postgres" },
+    "skip-upload": { type: "boolean", default: false },
+    "skip-processing": { type: "boolean", default: false },
+  },
+});
+const quick = args.quick;
+const sizeMiB = Number(args["size-mib"] ?? (quick ? 256 : 1024));
+const rounds = Number(args.rounds ?? (quick ? 1 : 5));
+const videoSeconds = Number(args["video-seconds"] ?? (quick ? 10 : 30));
+const processingRounds = Number(args["processing-rounds"] ?? (quick ? 1 : 3));
+const vodStorage = args["vod-storage"];
+if (!["postgres", "memory"].includes(vodStorage)) throw new Error(`bad --vod-storage: ${vodStorage}`);
+for (const [name, value] of Object.entries({ sizeMiB, rounds, videoSeconds, processingRounds }))
+  if (!Number.isInteger(value) || value < 1 || value > 100_000) throw new Error(`bad ${name}: ${value}`);
+
+const SIZE = sizeMiB * MiB;
+const PART = 8 * MiB; // the host's part size for 1 GiB (partSizeFor); tus PATCHes the same chunks
+const PARALLEL = 4;
+const WARMUP = 64 * MiB;
+const MB = 1e6;
+// How often the asset is polled while processing: what the host's own tests poll at; finer polls
+// cost the host CPU (each GET verifies a token and reads the database) that ffmpeg then lacks.
+const POLL_MS = 250;
+
+if (!existsSync(cli)) throw new Error(`${cli} is missing: build first (cd ${repo} && npx tsc -b)`);
+const tools = resolveTools();
+const execFileP = promisify(execFile);
+const log = (...parts) => console.error(`[${new Date().toISOString().slice(11, 19)}]`, ...parts);
+const syncDisks = () => execFileSync("sync");
+const seconds = (start) => Number(process.hrtime.bigint() - start) / 1e9;
+const now = () => process.hrtime.bigint();
+
+// ---------------------------------------------------------------------------------------------
+// Scratch space, children, and cleanup on every way out.
+
+const scratch = await mkdtemp(join(tmpdir(), "vod-bench-"));
+const children = new Set();
+let cleaned = false;
+const cleanup = async () => {
+  if (cleaned) return;
+  cleaned = true;
+  await Promise.all([...children].map((c) => c.stop()));
+  await rm(scratch, { recursive: true, force: true });
+};
+for (const signal of ["SIGINT", "SIGTERM"])
+  process.once(signal, () => {
+    log(`${signal}: cleaning up`);
+    void cleanup().then(() => process.exit(130));
+  });
+const track = (spawned) => {
+  children.add(spawned);
+  const stop = spawned.stop;
+  return {
+    ...spawned,
+    stop: async () => {
+      await stop();
+      children.delete(spawned);
+    },
+  };
+};
+
+const emptyDir = async (dir) => {
+  await rm(dir, { recursive: true, force: true });
+  await mkdir(dir, { recursive: true });
+};
+
+/** `size` random bytes in a file, made once; every upload scenario streams this file from disk. */
+const makeRandomFile = async (path, size) => {
+  const handle = await open(path, "w");
+  const chunk = Buffer.allocUnsafe(8 * MiB);
+  try {
+    for (let written = 0; written < size; written += chunk.length) {
+      const n = Math.min(chunk.length, size - written);
+      randomFillSync(chunk, 0, n);
+      await handle.write(chunk, 0, n);
+    }
+  } finally {
+    await handle.close();
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// The three upload servers: each in a process of its own, driven by the same client.
+
+/** The limit: PUT /part/<n> piped to a file by bare node:http. */
+const bareServer = async () => {
+  const dir = join(scratch, "bare");
+  await emptyDir(dir);
+  const server = track(spawnNode([join(here, "servers/bare-put.mjs"), dir]));
+  const port = Number((await server.waitFor(/listening (\d+)/))[1]);
+  const agent = keepAliveAgent(PARALLEL);
+  return {
+    name: "bare",
+    pid: server.child.pid,
+    note: "",
+    stop: server.stop,
+    clean: () => emptyDir(dir),
+    upload: async (file, size) => {
+      const parts = partsOf(size, PART);
+      const start = now();
+      await pool(parts, PARALLEL, async (p) => {
+        const reply = await sendFileRange({
+          agent,
+          url: `http://127.0.0.1:${port}/part/${p.number}`,
+          method: "PUT",
+          headers: { "content-type": "application/octet-stream" },
+          file,
+          ...p,
+        });
+        expectStatus(`bare part ${p.number}`, reply, 200);
+      });
+      return { seconds: seconds(start), requests: parts.length };
+    },
+  };
+};
+
+/**
+ * The peer: @tus/server with FileStore. A tus upload is written in order, so the file goes as four
+ * uploads of a quarter each, PATCHed in 8 MiB chunks, the four at once (Upload-Concat partials and
+ * a final concatenation when the store has the extension, else four separate uploads).
+ */
+const tusServer = async () => {
+  const dir = join(scratch, "tus");
+  await emptyDir(dir);
+  const server = track(spawnNode([join(here, "servers/tus.mjs"), dir]));
+  const extensions = (await server.waitFor(/extensions (\S*)/))[1].split(",");
+  const port = Number((await server.waitFor(/listening (\d+)/))[1]);
+  const version = (await server.waitFor(/version (\S+)/))[1];
+  // @tus/utils spells the extension "concatentation"; accept either spelling.
+  const concat = extensions.includes("concatentation") || extensions.includes("concatenation");
+  const agent = keepAliveAgent(PARALLEL);
+  const base = `http://127.0.0.1:${port}`;
+  const tusHeaders = { "tus-resumable": "1.0.0" };
+  const create = async (length, extra = {}) => {
+    const reply = await sendFileRange({
+      agent,
+      url: `${base}/files`,
+      method: "POST",
+      headers: { ...tusHeaders, "upload-length": String(length), ...extra },
+      length: 0,
+    });
+    expectStatus("tus create", reply, 201);
+    return new URL(reply.headers.location, base).href;
+  };
+  return {
+    name: "tus",
+    version,
+    pid: server.child.pid,
+    note: concat ? "4 partial uploads + Upload-Concat final" : "4 separate uploads (no concatenation ext.)",
+    stop: server.stop,
+    clean: () => emptyDir(dir),
+    upload: async (file, size) => {
+      const quarter = Math.ceil(size / PARALLEL / PART) * PART;
+      const quarters = partsOf(size, quarter);
+      // Creating the uploads is not timed, as starting an upload on the host is not.
+      const urls = await Promise.all(
+        quarters.map((q) => create(q.length, concat ? { "upload-concat": "partial" } : {})),
+      );
+      let requests = 0;
+      const start = now();
+      await Promise.all(
+        quarters.map(async (q, i) => {
+          for (const chunk of partsOf(q.length, PART)) {
+            const reply = await sendFileRange({
+              agent,
+              url: urls[i],
+              method: "PATCH",
+              headers: {
+                ...tusHeaders,
+                "upload-offset": String(chunk.start),
+                "content-type": "application/offset+octet-stream",
+              },
+              file,
+              start: q.start + chunk.start,
+              length: chunk.length,
+            });
+            expectStatus(`tus patch ${i}@${chunk.start}`, reply, 204);
+            if (Number(reply.headers["upload-offset"]) !== chunk.start + chunk.length)
+              throw new Error(`tus patch ${i}: offset ${reply.headers["upload-offset"]}`);
+            requests++;
+          }
+        }),
+      );
+      if (concat) {
+        const reply = await sendFileRange({
+          agent,
+          url: `${base}/files`,
+          method: "POST",
+          headers: {
+            ...tusHeaders,
+            "upload-concat": `final;${urls.map((u) => new URL(u).pathname).join(" ")}`,
+          },
+          length: 0,
+        });
+        expectStatus("tus concat", reply, 201);
+        requests++;
+      }
+      return { seconds: seconds(start), requests };
+    },
+  };
+};
+
+/** Starts `vod serve` on 127.0.0.1 with its data in `dataDir` and the configured storage. */
+const startHost = (dataDir, workers) =>
+  startVodHost({
+    cli,
+    dataDir,
+    env: {
+      VOD_STORAGE: vodStorage,
+      VOD_WORKER_CONCURRENCY: String(workers),
+      VOD_FFMPEG_PATH: tools.ffmpeg,
+      VOD_FFPROBE_PATH: tools.ffprobe,
+    },
+    parallel: PARALLEL,
+    track,
+  });
+
+/** The VOD host's media app: part PUTs of one upload (8 MiB parts), then complete, timed apart. */
+const vodServer = async () => {
+  const dataDir = join(scratch, "vod-upload");
+  const host = await startHost(dataDir, 0);
+  let uploads = 0;
+  return {
+    name: "vod",
+    pid: host.host.child.pid,
+    note: "",
+    stop: host.host.stop,
+    // The assembled origins are the only large files left once an upload completed.
+    clean: () => rm(join(dataDir, "objects", "origins"), { recursive: true, force: true }),
+    upload: async (file, size, { onPartsDone } = {}) => {
+      const upload = await host.begin(size, `bench ${++uploads}`);
+      const start = now();
+      await host.putParts(file, upload);
+      const partSeconds = seconds(start);
+      await onPartsDone?.();
+      const completeStart = now();
+      await host.complete(upload);
+      return {
+        seconds: partSeconds,
+        requests: upload.parts.length,
+        partSize: upload.part_size,
+        completeSeconds: seconds(completeStart),
+      };
+    },
+  };
+};
+
+// ---------------------------------------------------------------------------------------------
+// Upload throughput and host memory.
+
+const uploadBench = async (file) => {
+  const servers = [await bareServer(), await tusServer(), await vodServer()];
+  const results = Object.fromEntries(servers.map((s) => [s.name, []]));
+  const idleKiB = {};
+  for (const server of servers) {
+    log(`warming up ${server.name} with ${WARMUP / MiB} MiB`);
+    await server.upload(file, WARMUP);
+    await server.clean();
+    idleKiB[server.name] = await statusKiB(server.pid);
+  }
+  for (let round = 0; round < rounds; round++) {
+    // Each round starts at another server, so drift on a shared machine falls on each in turn.
+    const order = servers.map((_, i) => servers[(i + round) % servers.length]);
+    for (const server of order) {
+      syncDisks();
+      await sleep(500);
+      const sampler = sampleRss(server.pid, 50);
+      const cpuBefore = await cpuSeconds(server.pid);
+      let cpuParts;
+      let partsPeak;
+      const result = await server.upload(file, SIZE, {
+        onPartsDone: async () => {
+          cpuParts = await cpuSeconds(server.pid);
+          partsPeak = (await sampler.stop()).peakKiB;
+        },
+      });
+      const { peakKiB, samples } = await sampler.stop();
+      result.peakKiB = partsPeak ?? peakKiB;
+      result.peakWithCompleteKiB = peakKiB;
+      result.samples = samples;
+      const cpuAfter = cpuParts ?? (await cpuSeconds(server.pid));
+      result.cpu = cpuAfter.user + cpuAfter.system - cpuBefore.user - cpuBefore.system;
+      results[server.name].push(result);
+      log(
+        `round ${round + 1} ${server.name}: ${result.seconds.toFixed(2)} s, ` +
+          `${(SIZE / MB / result.seconds).toFixed(0)} MB/s, ${result.requests} requests, ` +
+          `server CPU ${result.cpu.toFixed(2)} s, peak RSS ${(result.peakKiB / 1024).toFixed(0)} MiB` +
+          (result.completeSeconds === undefined ? "" : `, complete ${result.completeSeconds.toFixed(2)} s`),
+      );
+      await server.clean();
+    }
+  }
+  const hwmKiB = {};
+  for (const server of servers) hwmKiB[server.name] = await statusKiB(server.pid, "VmHWM");
+  const notes = Object.fromEntries(servers.map((s) => [s.name, s.note]));
+  const tusVersion = servers[1].version;
+  for (const server of servers) await server.stop();
+  return { results, idleKiB, hwmKiB, notes, tusVersion };
+};
+
+// ---------------------------------------------------------------------------------------------
+// Processing: the host from upload-complete to ready, against one plain ffmpeg command.
+
+const processingBench = async () => {
+  const source = join(scratch, "source.mp4");
+  log(`making a ${videoSeconds} s ${VIDEO.width}x${VIDEO.height} ${VIDEO.fps} fps test video`);
+  await makeVideo(tools.ffmpeg, source, videoSeconds);
+  const sourceBytes = (await stat(source)).size;
+  const planned = planRenditions(defaultLadder, VIDEO);
+  const host = await startHost(join(scratch, "vod-processing"), 1);
+  const plain = [];
+  const hosted = [];
+  // Until the asset leaves "uploaded": the job waiting in the queue for the worker to poll it.
+  const waits = [];
+  // CPU seconds: of the plain ffmpeg; of the host itself and of the tools it ran (ffmpeg, packager).
+  const plainCpu = [];
+  const hostCpu = [];
+  const runPlain = async (round) => {
+    const out = join(scratch, `plain-${round}`);
+    await mkdir(out);
+    const cpuBefore = await cpuSeconds();
+    const start = now();
+    await execFileP(tools.ffmpeg, plainFfmpegArgs(source, out, planned), { maxBuffer: 16 * MiB });
+    const took = seconds(start);
+    plainCpu.push((await cpuSeconds()).children - cpuBefore.children);
+    const made = await readdir(out);
+    if (!made.includes("master.m3u8")) throw new Error(`plain ffmpeg made no master playlist: ${made}`);
+    await rm(out, { recursive: true, force: true });
+    plain.push(took);
+    log(`round ${round + 1} plain ffmpeg: ${took.toFixed(2)} s`);
+  };
+  const runHost = async (round) => {
+    const upload = await host.begin(sourceBytes, `processing ${round + 1}`);
+    await host.putParts(source, upload);
+    await host.complete(upload);
+    const cpuBefore = await cpuSeconds(host.host.child.pid);
+    const start = now();
+    const deadline = Date.now() + 15 * 60_000;
+    let asset;
+    let picked;
+    for (;;) {
+      asset = await host.asset(upload.assetId);
+      if (picked === undefined && asset.status !== "uploaded") picked = seconds(start);
+      if (asset.status === "ready" || asset.status === "failed") break;
+      if (Date.now() > deadline) throw new Error(`asset still ${asset.status} after 15 minutes`);
+      await sleep(POLL_MS);
+    }
+    const took = seconds(start);
+    const cpuAfter = await cpuSeconds(host.host.child.pid);
+    hostCpu.push({
+      self: cpuAfter.user + cpuAfter.system - cpuBefore.user - cpuBefore.system,
+      tools: cpuAfter.children - cpuBefore.children,
+    });
+    if (asset.status !== "ready")
+      throw new Error(`processing failed: ${JSON.stringify(asset)}\n${host.host.output()}`);
+    hosted.push(took);
+    waits.push(picked);
+    log(
+      `round ${round + 1} vod host: ${took.toFixed(2)} s, of which ${picked.toFixed(2)} s before the job started`,
+    );
+  };
+  for (let round = 0; round < processingRounds; round++) {
+    syncDisks();
+    // Alternate which goes first, so neither always runs on a cooler (or hotter) machine.
+    if (round % 2 === 0) {
+      await runPlain(round);
+      await runHost(round);
+    } else {
+      await runHost(round);
+      await runPlain(round);
+    }
+  }
+  await host.host.stop();
+  return { plain, hosted, waits, plainCpu, hostCpu, sourceBytes, planned };
+};
+
+// ---------------------------------------------------------------------------------------------
+
+try {
+  const ffmpegVersion = execFileSync(tools.ffmpeg, ["-version"], { encoding: "utf8" }).split("\n")[0];
+  const header =
+    `${new Date().toISOString()}  vod storage ${vodStorage}  node ${process.version}  ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}  ` +
+    `${ffmpegVersion.split(" Copyright")[0]}\nbuild measured: ${repo} ${describeBuild()}`;
+  const rows = [];
+  const extra = [];
+
+  if (!args["skip-upload"]) {
+    const file = join(scratch, "random.bin");
+    log(`writing ${sizeMiB} MiB of random bytes to ${file}`);
+    await makeRandomFile(file, SIZE);
+    syncDisks();
+    const { results, idleKiB, hwmKiB, notes, tusVersion } = await uploadBench(file);
+    const med = (name, key = "seconds") => median(results[name].map((r) => r[key]));
+    const limit = med("bare");
+    const tus = med("tus");
+    const vod = med("vod");
+    const mbps = (s) => fmt(SIZE / MB / s, 0);
+    // Throughput ratios pair the servers within each round (minutes apart at most), then take the
+    // median over rounds: load from elsewhere on a shared machine moves a round, not a ratio.
+    const ratio = (name, base) => median(results[name].map((r, i) => results[base][i].seconds / r.seconds));
+    const toLimit = ratio("vod", "bare");
+    const toTus = ratio("vod", "tus");
+    const secs = (name) => `${fmt(med(name))}${spread(results[name].map((r) => r.seconds))}`;
+    rows.push(
+      ["limit: bare node:http PUT → file", SIZE, secs("bare"), mbps(limit), "1.00", "—", "—"],
+      [
+        `peer: @tus/server ${tusVersion} FileStore, ${notes.tus}`,
+        SIZE,
+        secs("tus"),
+        mbps(tus),
+        fmt(ratio("tus", "bare")),
+        "—",
+        "—",
+      ],
+      [
+        "vod host: part PUTs vs the limit",
+        SIZE,
+        secs("vod"),
+        mbps(vod),
+        fmt(toLimit),
+        "≥ 0.90",
+        verdict(toLimit >= 0.9),
+      ],
+      [
+        "vod host: part PUTs vs @tus/server",
+        SIZE,
+        fmt(vod),
+        mbps(vod),
+        fmt(toTus),
+        "≥ 1.00",
+        verdict(toTus >= 1.0),
+      ],
+      [
+        "vod host: complete (assemble, not in the above)",
+        SIZE,
+        `${fmt(med("vod", "completeSeconds"))}${spread(results.vod.map((r) => r.completeSeconds))}`,
+        mbps(med("vod", "completeSeconds")),
+        "—",
+        "info",
+        "—",
+      ],
+    );
+    const peak = Math.max(...results.vod.map((r) => r.peakKiB)) / 1024;
+    const peakComplete = Math.max(...results.vod.map((r) => r.peakWithCompleteKiB)) / 1024;
+    const growth = peak - idleKiB.vod / 1024;
+    rows.push([
+      `vod host: peak RSS during ${sizeMiB} MiB upload (idle ${fmt(idleKiB.vod / 1024, 0)} MiB, +${fmt(growth, 0)} MiB; with complete ${fmt(peakComplete, 0)} MiB)`,
+      SIZE,
+      "—",
+      "—",
+      `${fmt(peak, 0)} MiB`,
+      "< 200 MiB",
+      verdict(peak < 200),
+    ]);
+    for (const name of ["bare", "tus"]) {
+      const p = Math.max(...results[name].map((r) => r.peakKiB)) / 1024;
+      extra.push(
+        `${name}: peak RSS ${fmt(p, 0)} MiB during uploads (idle ${fmt(idleKiB[name] / 1024, 0)} MiB, VmHWM ${fmt(hwmKiB[name] / 1024, 0)} MiB)`,
+      );
+    }
+    extra.push(
+      `server CPU seconds (user + system) per upload, median: ${["bare", "tus", "vod"]
+        .map((name) => `${name} ${fmt(med(name, "cpu"))}`)
+        .join(", ")} (vod: part PUTs only)`,
+    );
+    extra.push(
+      `vod: VmHWM over the whole run ${fmt(hwmKiB.vod / 1024, 0)} MiB (includes start-up and migrations)`,
+    );
+    extra.push(
+      `${PARALLEL} requests in flight, ${PART / MiB} MiB per request, ${rounds} round(s): seconds are the median ` +
+        `(each round in parentheses), ratios the median of the per-round ratios (throughput over the baseline's); ` +
+        `vod: ${results.vod[0].requests} parts of ${results.vod[0].partSize / MiB} MiB; ` +
+        `tus: ${results.tus[0].requests} PATCHes`,
+    );
+  }
+
+  if (!args["skip-processing"]) {
+    const { plain, hosted, waits, plainCpu, hostCpu, sourceBytes, planned } = await processingBench();
+    const p = median(plain);
+    const h = median(hosted);
+    const r = median(hosted.map((t, i) => t / plain[i]));
+    const rungs = planned.map((r) => r.rendition.name).join("/");
+    rows.push(
+      [
+        `processing: one plain ffmpeg, ${rungs} + audio, HLS fMP4`,
+        sourceBytes,
+        `${fmt(p)}${spread(plain)}`,
+        "—",
+        "1.00",
+        "—",
+        "—",
+      ],
+      [
+        "processing: vod host, upload-complete → ready",
+        sourceBytes,
+        `${fmt(h)}${spread(hosted)}`,
+        "—",
+        fmt(r),
+        "≤ 1.10",
+        verdict(r <= 1.1),
+      ],
+    );
+    extra.push(
+      `processing source: ${videoSeconds} s ${VIDEO.width}x${VIDEO.height} ${VIDEO.fps} fps testsrc2 + sine, ` +
+        `${processingRounds} round(s), the two alternating; ratio: median of per-round ratios`,
+    );
+    extra.push(
+      `vod host: upload-complete → job started (asset leaves "uploaded", polled every ${POLL_MS} ms): ` +
+        `${fmt(median(waits))} s${spread(waits)}; job started → ready: ${fmt(median(hosted.map((t, i) => t - waits[i])))} s`,
+    );
+    extra.push(
+      `processing CPU seconds, median: plain ffmpeg ${fmt(median(plainCpu))}; vod host: its tools ` +
+        `${fmt(median(hostCpu.map((c) => c.tools)))} + the host process itself ${fmt(median(hostCpu.map((c) => c.self)))}`,
+    );
+  }
+
+  console.log(`\n${header}\n`);
+  console.log(
+    table(["scenario", "bytes", "seconds", "MB/s", "ratio (to baseline)", "target", "result"], rows),
+  );
+  console.log(`\n${extra.map((l) => `- ${l}`).join("\n")}\n`);
+} finally {
+  await cleanup();
+}

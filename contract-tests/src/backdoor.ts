@@ -1,0 +1,32 @@
+import type {
+  ApiKey,
+  Asset,
+  Identity,
+  RefreshSession,
+  RefreshToken,
+  Tenant,
+  TenantStatus,
+  UploadSession,
+  UserRecord,
+} from "@vod/core";
+
+/**
+ * Reads (and, for fixtures the API cannot make, writes) what a storage adapter really stored,
+ * beside the adapter: maps for memory, SQL for Postgres. Suites check rows through it, not
+ * through the adapter under test.
+ */
+export interface StorageBackdoor {
+  tenant(id: string): Promise<Tenant | undefined>;
+  user(id: string): Promise<UserRecord | undefined>;
+  identity(provider: Identity["provider"], subject: string): Promise<Identity | undefined>;
+  refreshSession(id: string): Promise<RefreshSession | undefined>;
+  refreshTokensOfSession(sessionId: string): Promise<ReadonlyArray<RefreshToken>>;
+  apiKey(id: string): Promise<ApiKey | undefined>;
+  asset(id: string): Promise<Asset | undefined>;
+  upload(id: string): Promise<UploadSession | undefined>;
+  /** Every job the queue holds, in any state. */
+  jobs(): Promise<ReadonlyArray<{ name: string; data: unknown; state: string }>>;
+  /** Fixture writes the API has no operation for. */
+  insertUser(user: UserRecord): Promise<void>;
+  setTenantStatus(id: string, status: TenantStatus): Promise<void>;
+}

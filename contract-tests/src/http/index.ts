@@ -1,0 +1,29 @@
+import { describe } from "vitest";
+import { describeAccounts } from "./accounts.js";
+import { describeApiKeys } from "./api-keys.js";
+import { describeAssets } from "./assets.js";
+import type { MakeHttpSubject } from "./client.js";
+import { describeErrors } from "./errors.js";
+import { describeGoogleSignIn } from "./google.js";
+import { describeRateLimits } from "./rate-limits.js";
+import { describeUploads } from "./uploads.js";
+
+export type { HttpSubject, MakeHttpSubject, ManualClockLike } from "./client.js";
+
+/**
+ * The HTTP contract: real requests against a running host, checked by what a client sees (status,
+ * body, headers) and by what the storage holds afterwards (through the subject's backdoor).
+ * `makeSubject` starts a fresh host; `env` adds host environment variables (e.g. low rate limits).
+ * Each area shares one host across its tests; every test makes its own accounts.
+ */
+export const describeHttpApi = (name: string, makeSubject: MakeHttpSubject): void => {
+  describe(`HTTP API [${name}]`, () => {
+    describeAccounts(makeSubject);
+    describeGoogleSignIn(makeSubject);
+    describeApiKeys(makeSubject);
+    describeAssets(makeSubject);
+    describeUploads(makeSubject);
+    describeErrors(makeSubject);
+    describeRateLimits(makeSubject);
+  });
+};

@@ -1,0 +1,97 @@
+import { describe, expect, it } from "vitest";
+import {
+  createApiKey,
+  expectError,
+  expectStatus,
+  type HttpClient,
+  type MakeHttpSubject,
+  MINUTE,
+  type Reply,
+  randomIp,
+  signUp,
+  uniqueEmail,
+  withSubject,
+} from "./client.js";
+
+/** A 429 whose Retry-After header is a whole number of seconds, at least 1 and at most `max`, echoed in details. */
+const expectRateLimited = (reply: Reply<unknown>, max: number): number => {
+  const body = expectError(reply, 429, "rate_limited");
+  const header = reply.headers.get("retry-after");
+  expect(header).toMatch(/^\d+$/);
+  const seconds = Number(header);
+  expect(seconds).toBeGreaterThanOrEqual(1);
+  expect(seconds).toBeLessThanOrEqual(max);
+  expect(body.details).toStrictEqual({ retry_after: seconds });
+  return seconds;
+};
+
+const login = (api: HttpClient, email: string, password: string, ip: string) =>
+  api.post("/v1/auth/login", { json: { email, password }, ip });
+
+/** The default buckets, each on a host of its own with a low limit. */
+export const describeRateLimits = (makeSubject: MakeHttpSubject): void => {
+  describe("rate limits", () => {
+    it("limits signup, login, google and refresh per client IP, in one bucket", async () => {
+      await withSubject(
+        makeSubject,
+        { VOD_RATE_LIMIT_AUTH_PER_MINUTE: "3" },
+        async ({ api, clock, google }) => {
+          const account = await signUp(api);
+          const ip = randomIp();
+          for (let i = 0; i < 3; i++)
+            expectStatus(await login(api, account.email, account.password, ip), 200);
+          expectRateLimited(await login(api, account.email, account.password, ip), 60);
+          // The same bucket serves the other unauthenticated operations.
+          expectRateLimited(
+            await api.post("/v1/auth/refresh", { json: { refresh_token: account.refresh_token }, ip }),
+            60,
+          );
+          expectRateLimited(
+            await api.post("/v1/auth/signup", {
+              json: { email: uniqueEmail(), password: account.password },
+              ip,
+            }),
+            60,
+          );
+          expectRateLimited(
+            await api.post("/v1/auth/google", { json: { id_token: google.signIdToken() }, ip }),
+            60,
+          );
+          // Another address is still served, and the first is again after the window.
+          expectStatus(await login(api, account.email, account.password, randomIp()), 200);
+          clock.advance(MINUTE);
+          expectStatus(await login(api, account.email, account.password, ip), 200);
+        },
+      );
+    });
+
+    it("limits login attempts per email, across addresses", async () => {
+      await withSubject(makeSubject, { VOD_RATE_LIMIT_LOGIN_PER_EMAIL: "2" }, async ({ api }) => {
+        const account = await signUp(api);
+        const other = await signUp(api);
+        expectStatus(await login(api, account.email, account.password, randomIp()), 200);
+        expectError(await login(api, account.email, "a wrong password", randomIp()), 401, "unauthorized");
+        expectRateLimited(await login(api, account.email, account.password, randomIp()), 15 * 60);
+        // Case does not make it another email.
+        expectRateLimited(
+          await login(api, account.email.toUpperCase(), account.password, randomIp()),
+          15 * 60,
+        );
+        expectStatus(await login(api, other.email, other.password, randomIp()), 200);
+      });
+    });
+
+    it("limits authenticated calls per credential, and serves it again after a minute", async () => {
+      await withSubject(makeSubject, { VOD_RATE_LIMIT_API_PER_MINUTE: "3" }, async ({ api, clock }) => {
+        const account = await signUp(api);
+        const key = await createApiKey(api, { bearer: account.access_token }, ["read"]);
+        for (let i = 0; i < 3; i++) expectStatus(await api.get("/v1/assets", { apiKey: key.key }), 200);
+        expectRateLimited(await api.get("/v1/assets", { apiKey: key.key }), 60);
+        // Another credential of the same tenant has its own bucket.
+        expectStatus(await api.get("/v1/assets", { bearer: account.access_token }), 200);
+        clock.advance(MINUTE);
+        expectStatus(await api.get("/v1/assets", { apiKey: key.key }), 200);
+      });
+    });
+  });
+};

@@ -1,0 +1,15 @@
+export type * from "./backdoor.js";
+export * from "./fake-google.js";
+export * from "./fixtures.js";
+export * from "./http/index.js";
+export * from "./identity-verifier.js";
+export * from "./job-queue.js";
+export * from "./object-store.js";
+export * from "./password-hasher.js";
+export * from "./rate-limiter.js";
+export * from "./revocation-store.js";
+export * from "./schemas.js";
+export * from "./services.js";
+export * from "./storage.js";
+export * from "./telemetry-sink.js";
+export * from "./token-signer.js";

@@ -1,0 +1,153 @@
+import type { Job, JobQueue, Worker } from "@vod/core";
+import { Effect } from "effect";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { uid } from "./fixtures.js";
+
+export interface JobQueueSubject {
+  readonly queue: JobQueue;
+  /** Enqueues a process-asset job the way the platform does (in a unit of work). */
+  readonly enqueue: (assetId: string) => Promise<void>;
+  /** The subject's own timing: how long a lost job waits before it runs again, at most. */
+  readonly leaseMs: number;
+  /** Runs a job gets in all. */
+  readonly maxAttempts: number;
+  readonly cleanup: () => Promise<void>;
+}
+
+type Seen = { asset: string; attempt: number; maxAttempts: number };
+
+const until = async (check: () => boolean, timeoutMs: number, what: string) => {
+  const end = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+};
+const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * The JobQueue port: at-least-once delivery with retries and leases, checked with real time
+ * (the subject's timings are short). Each test enqueues jobs for assets of its own and only
+ * counts those.
+ */
+export const describeJobQueue = (name: string, makeSubject: () => Promise<JobQueueSubject>) =>
+  describe(`JobQueue [${name}]`, () => {
+    let subject: JobQueueSubject;
+    const workers: Worker[] = [];
+    beforeEach(async () => {
+      subject = await makeSubject();
+    });
+    afterEach(async () => {
+      await Promise.all(workers.splice(0).map((w) => Effect.runPromise(w.stop)));
+      await subject.cleanup();
+    });
+
+    const work = async (
+      handler: (job: Job<"process-asset">) => Effect.Effect<void, { _tag: "JobFailed"; message: string }>,
+      concurrency = 1,
+    ) => {
+      const worker = await Effect.runPromise(subject.queue.work("process-asset", { concurrency }, handler));
+      workers.push(worker);
+      return worker;
+    };
+    const recorder = (mine: Set<string>) => {
+      const seen: Seen[] = [];
+      const record = (job: Job<"process-asset">) => {
+        if (mine.has(job.data.asset_id))
+          seen.push({ asset: job.data.asset_id, attempt: job.attempt, maxAttempts: job.maxAttempts });
+      };
+      return { seen, record };
+    };
+
+    it("runs each enqueued job once, with its data, on the first attempt", async () => {
+      const assets = [uid("ast"), uid("ast"), uid("ast")];
+      const { seen, record } = recorder(new Set(assets));
+      await work((job) => Effect.sync(() => record(job)), 2);
+      for (const asset of assets) await subject.enqueue(asset);
+      await until(() => seen.length >= 3, 20_000, "three jobs");
+      await pause(500);
+      expect(seen.map((s) => s.asset).sort()).toEqual([...assets].sort());
+      expect(seen.every((s) => s.attempt === 1 && s.maxAttempts === subject.maxAttempts)).toBe(true);
+    });
+
+    it("runs a failed job again, with a higher attempt number, until it succeeds", async () => {
+      const asset = uid("ast");
+      const { seen, record } = recorder(new Set([asset]));
+      await work((job) =>
+        Effect.suspend(() => {
+          record(job);
+          return job.attempt === 1
+            ? Effect.fail({ _tag: "JobFailed" as const, message: "transient" })
+            : Effect.void;
+        }),
+      );
+      await subject.enqueue(asset);
+      await until(() => seen.length >= 2, 30_000, "the second attempt");
+      await pause(500);
+      expect(seen.map((s) => s.attempt)).toEqual([1, 2]);
+    });
+
+    it("gives up after the last attempt", async () => {
+      const asset = uid("ast");
+      const { seen, record } = recorder(new Set([asset]));
+      await work((job) =>
+        Effect.suspend(() => {
+          record(job);
+          return Effect.fail({ _tag: "JobFailed" as const, message: "always" });
+        }),
+      );
+      await subject.enqueue(asset);
+      await until(() => seen.length >= subject.maxAttempts, 60_000, "every attempt");
+      await pause(1_500);
+      expect(seen.map((s) => s.attempt)).toEqual(
+        Array.from({ length: subject.maxAttempts }, (_, i) => i + 1),
+      );
+    });
+
+    it("hands a job whose worker went silent to another worker once its lease ends", async () => {
+      const asset = uid("ast");
+      const { seen, record } = recorder(new Set([asset]));
+      let release: () => void = () => {};
+      const zombie = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      // Whichever worker takes the first attempt never finishes it (a crashed process, as far as
+      // the queue can tell); the other is free for the next. The hung run is released at the
+      // end only so the test can stop its worker.
+      const handler = (job: Job<"process-asset">) =>
+        Effect.suspend(() => {
+          record(job);
+          return job.attempt === 1 ? Effect.promise(() => zombie) : Effect.void;
+        });
+      await work(handler);
+      await work(handler);
+      await subject.enqueue(asset);
+      try {
+        await until(() => seen.length >= 2, subject.leaseMs + 30_000, "the job to run again");
+        expect(seen.map((s) => s.attempt)).toEqual([1, 2]);
+      } finally {
+        release();
+      }
+    }, 60_000);
+
+    it("lets running jobs finish when a worker stops, and takes no more", async () => {
+      const first = uid("ast");
+      const second = uid("ast");
+      const { seen, record } = recorder(new Set([first, second]));
+      let finished = 0;
+      const worker = await work((job) =>
+        Effect.promise(async () => {
+          record(job);
+          await pause(300);
+          finished++;
+        }),
+      );
+      await subject.enqueue(first);
+      await until(() => seen.length >= 1, 20_000, "the first job to start");
+      await Effect.runPromise(worker.stop);
+      expect(finished).toBe(1);
+      await subject.enqueue(second);
+      await pause(1_500);
+      expect(seen.map((s) => s.asset)).toEqual([first]);
+    });
+  });

@@ -1,0 +1,477 @@
+import { createHash, randomBytes } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import {
+  type ByteStream,
+  type MultipartRef,
+  NotFound,
+  type ObjectStore,
+  StorageError,
+  type StoredPart,
+} from "@vod/core";
+import { Effect, Either, Option } from "effect";
+import { afterEach, beforeEach, describe, expect, it, type TestContext } from "vitest";
+import { uid } from "./fixtures.js";
+
+/** Reads what an object store really holds, beside the adapter: the map, the disk, the bucket. */
+export interface ObjectStoreBackdoor {
+  /** The stored object's bytes, or undefined when there is none at `key`. */
+  read(key: string): Promise<Uint8Array | undefined>;
+  exists(key: string): Promise<boolean>;
+  /**
+   * Every part body the store holds for the upload, by number ascending: stray copies (a
+   * refused body, a replaced part) show up here as extra entries.
+   */
+  storedParts(
+    uploadId: string,
+  ): Promise<ReadonlyArray<{ readonly number: number; readonly bytes: Uint8Array }>>;
+}
+
+export interface ObjectStoreSubject {
+  readonly store: ObjectStore;
+  readonly backdoor: ObjectStoreBackdoor;
+  readonly cleanup: () => Promise<void>;
+}
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+
+const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect);
+const attempt = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(Effect.either(effect));
+const failureOf = async <A, E>(effect: Effect.Effect<A, E>) => {
+  const result = await attempt(effect);
+  if (Either.isRight(result)) throw new Error("expected a failure, got a success");
+  return result.left;
+};
+
+const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
+const someBytes = (n: number) => new Uint8Array(randomBytes(n));
+const concat = (...parts: ReadonlyArray<Uint8Array>) => new Uint8Array(Buffer.concat(parts));
+
+/** `bytes` as a stream of `size`-byte chunks; `yieldEvery` gives other work a turn between chunks. */
+async function* chunks(bytes: Uint8Array, size = 64 * KiB, yieldEvery = false): ByteStream {
+  for (let at = 0; at < bytes.byteLength; at += size) {
+    if (yieldEvery) await new Promise((resolve) => setImmediate(resolve));
+    yield bytes.slice(at, at + size);
+  }
+}
+
+/** Large byte arrays compare by size and hash: deep equality over megabytes takes seconds. */
+const digest = (bytes: Uint8Array | undefined) => bytes && { size: bytes.byteLength, sha256: sha256(bytes) };
+
+const collect = async (stream: ByteStream) => {
+  const got: Uint8Array[] = [];
+  for await (const chunk of stream) got.push(chunk);
+  return concat(...got);
+};
+
+const aRef = (): MultipartRef => ({ uploadId: uid("upl"), key: `origins/${uid("tnt")}/${uid("ast")}` });
+
+/** The optional capabilities of the port a store declares; their tests run only where declared. */
+export interface ObjectStoreCapabilities {
+  readonly receivePart: boolean;
+  readonly localPath: boolean;
+}
+
+/**
+ * The ObjectStore port, checked through the store's backdoor. Part receiving runs only for stores
+ * that take part bodies (`receivePart`), local paths only for stores that have them (`localPath`),
+ * as each store declares; a store must have exactly what it declares.
+ */
+export const describeObjectStore = (
+  name: string,
+  makeSubject: () => Promise<ObjectStoreSubject>,
+  capabilities: ObjectStoreCapabilities,
+) =>
+  describe(`ObjectStore [${name}]`, () => {
+    let subject: ObjectStoreSubject;
+    let store: ObjectStore;
+    let disk: ObjectStoreBackdoor;
+    beforeEach(async () => {
+      subject = await makeSubject();
+      store = subject.store;
+      disk = subject.backdoor;
+      expect({ receivePart: !!store.receivePart, localPath: !!store.localPath }).toEqual(capabilities);
+    });
+    afterEach(async () => subject.cleanup());
+
+    const read = async (key: string) => digest(await disk.read(key));
+    const fetched = async (key: string, range?: { start: number; end: number }) =>
+      digest(await collect(await run(store.get(key, range))));
+    const storedParts = async (uploadId: string) =>
+      (await disk.storedParts(uploadId)).map(({ number, bytes }) => ({ number, ...digest(bytes) }));
+    const parts = (...list: ReadonlyArray<readonly [number, Uint8Array]>) =>
+      list.map(([number, bytes]) => ({ number, ...digest(bytes) }));
+
+    // Called only from tests registered for the declared capability, which beforeEach checked.
+    const receiving = (_ctx: TestContext) => store.receivePart!;
+    const localPaths = (_ctx: TestContext) => store.localPath!;
+
+    if (capabilities.receivePart)
+      describe("multipart uploads received by the store", () => {
+        const send = (
+          ctx: TestContext,
+          ref: MultipartRef,
+          number: number,
+          bytes: Uint8Array,
+          expectedSize?: number,
+        ) =>
+          receiving(ctx)(
+            ref,
+            { number, expectedSize: expectedSize ?? bytes.byteLength },
+            chunks(bytes, 16 * KiB),
+          );
+
+        it("stores parts sent out of order and lists them by number with size, etag and sha256", async (ctx) => {
+          const ref = aRef();
+          await run(store.createMultipart(ref));
+          await run(store.createMultipart(ref));
+          const bodies = new Map([
+            [1, someBytes(100 * KiB)],
+            [2, someBytes(100 * KiB)],
+            [3, someBytes(1234)],
+          ]);
+          const answers: StoredPart[] = [];
+          for (const n of [3, 1, 2]) answers.push(await run(send(ctx, ref, n, bodies.get(n)!)));
+          expect(answers.map((a) => [a.number, a.size, a.sha256])).toEqual([
+            [3, 1234, sha256(bodies.get(3)!)],
+            [1, 100 * KiB, sha256(bodies.get(1)!)],
+            [2, 100 * KiB, sha256(bodies.get(2)!)],
+          ]);
+          const listed = await run(store.listParts(ref));
+          expect(listed).toEqual(
+            [1, 2, 3].map((n) => ({
+              number: n,
+              size: bodies.get(n)!.byteLength,
+              etag: answers.find((a) => a.number === n)!.etag,
+              sha256: sha256(bodies.get(n)!),
+            })),
+          );
+          for (const part of listed) expect(part.etag).toMatch(/^[^"\s]+$/);
+          expect(new Set(listed.map((p) => p.etag)).size).toBe(3);
+          expect(await storedParts(ref.uploadId)).toEqual(
+            parts(...[1, 2, 3].map((n) => [n, bodies.get(n)!] as const)),
+          );
+        });
+
+        it("gives equal bytes equal etags, in any upload", async (ctx) => {
+          const bytes = someBytes(10 * KiB);
+          const a = await run(send(ctx, aRef(), 1, bytes));
+          const b = await run(send(ctx, aRef(), 7, bytes));
+          expect(b.etag).toBe(a.etag);
+        });
+
+        it("refuses a short part with the count received, and stores nothing", async (ctx) => {
+          const ref = aRef();
+          await run(store.createMultipart(ref));
+          const rejected = await failureOf(send(ctx, ref, 1, someBytes(999), 1000));
+          expect(rejected).toEqual({ _tag: "PartRejected", reason: "wrong_size", received: 999 });
+          expect(await run(store.listParts(ref))).toEqual([]);
+          expect(await storedParts(ref.uploadId)).toEqual([]);
+        });
+
+        it("refuses a long part, and stores nothing", async (ctx) => {
+          const ref = aRef();
+          await run(store.createMultipart(ref));
+          const rejected = await failureOf(send(ctx, ref, 1, someBytes(1001), 1000));
+          expect(rejected).toMatchObject({ _tag: "PartRejected", reason: "wrong_size" });
+          expect((rejected as { received: number }).received).toBeGreaterThan(1000);
+          expect(await run(store.listParts(ref))).toEqual([]);
+          expect(await storedParts(ref.uploadId)).toEqual([]);
+        });
+
+        it("stops reading a part as soon as it is too long", async (ctx) => {
+          const ref = aRef();
+          let pulled = 0;
+          let closed = false;
+          async function* endless(): ByteStream {
+            try {
+              for (;;) {
+                pulled += 16 * KiB;
+                yield someBytes(16 * KiB);
+              }
+            } finally {
+              closed = true;
+            }
+          }
+          const rejected = await failureOf(
+            receiving(ctx)(ref, { number: 1, expectedSize: 64 * KiB }, endless()),
+          );
+          expect(rejected).toMatchObject({ _tag: "PartRejected", reason: "wrong_size" });
+          expect(pulled).toBeLessThan(64 * KiB + 2 * MiB);
+          expect(closed).toBe(true);
+          expect(await storedParts(ref.uploadId)).toEqual([]);
+        });
+
+        it("keeps the earlier copy of a part when a resend is refused", async (ctx) => {
+          const ref = aRef();
+          const good = someBytes(4 * KiB);
+          const stored = await run(send(ctx, ref, 2, good));
+          await failureOf(send(ctx, ref, 2, someBytes(3 * KiB), 4 * KiB));
+          await failureOf(send(ctx, ref, 2, someBytes(5 * KiB), 4 * KiB));
+          expect(await run(store.listParts(ref))).toEqual([stored]);
+          expect(await storedParts(ref.uploadId)).toEqual(parts([2, good]));
+        });
+
+        it("replaces a part sent again", async (ctx) => {
+          const ref = aRef();
+          const first = someBytes(8 * KiB);
+          const second = someBytes(8 * KiB);
+          const a = await run(send(ctx, ref, 1, first));
+          const b = await run(send(ctx, ref, 1, second));
+          expect(b.etag).not.toBe(a.etag);
+          expect(await run(store.listParts(ref))).toEqual([
+            { number: 1, size: 8 * KiB, etag: b.etag, sha256: sha256(second) },
+          ]);
+          expect(await storedParts(ref.uploadId)).toEqual(parts([1, second]));
+        });
+
+        it("stores every part sent at once to one upload", async (ctx) => {
+          const ref = aRef();
+          await run(store.createMultipart(ref));
+          const bodies = Array.from({ length: 8 }, (_, i) => someBytes(64 * KiB + i));
+          await Promise.all(
+            bodies.map((bytes, i) =>
+              run(
+                receiving(ctx)(
+                  ref,
+                  { number: i + 1, expectedSize: bytes.byteLength },
+                  chunks(bytes, 4 * KiB, true),
+                ),
+              ),
+            ),
+          );
+          expect((await run(store.listParts(ref))).map((p) => [p.number, p.size, p.sha256])).toEqual(
+            bodies.map((bytes, i) => [i + 1, bytes.byteLength, sha256(bytes)]),
+          );
+          expect(await storedParts(ref.uploadId)).toEqual(
+            parts(...bodies.map((bytes, i) => [i + 1, bytes] as const)),
+          );
+          const whole = await run(store.completeMultipart(ref, [1, 2, 3, 4, 5, 6, 7, 8]));
+          expect(whole.sha256).toBe(sha256(concat(...bodies)));
+        });
+
+        it("joins the given parts in order into the object, hashes it and removes the parts", async (ctx) => {
+          const ref = aRef();
+          await run(store.createMultipart(ref));
+          const bodies = [someBytes(200 * KiB), someBytes(200 * KiB), someBytes(777)];
+          for (const n of [2, 3, 1]) await run(send(ctx, ref, n, bodies[n - 1]!));
+          const whole = concat(...bodies);
+          const assembled = await run(store.completeMultipart(ref, [1, 2, 3]));
+          expect(assembled).toEqual({ size: whole.byteLength, sha256: sha256(whole) });
+          expect(await read(ref.key)).toEqual(digest(whole));
+          expect(await fetched(ref.key)).toEqual(digest(whole));
+          expect(await run(store.head(ref.key))).toEqual(
+            Option.some({ key: ref.key, size: whole.byteLength, contentType: "application/octet-stream" }),
+          );
+          expect(await run(store.listParts(ref))).toEqual([]);
+          expect(await storedParts(ref.uploadId)).toEqual([]);
+        });
+
+        it("answers the same object when completed again", async (ctx) => {
+          const ref = aRef();
+          const bodies = [someBytes(50 * KiB), someBytes(10)];
+          for (const [i, bytes] of bodies.entries()) await run(send(ctx, ref, i + 1, bytes));
+          const first = await run(store.completeMultipart(ref, [1, 2]));
+          const again = await run(store.completeMultipart(ref, [1, 2]));
+          expect(again).toEqual(first);
+          expect(await read(ref.key)).toEqual(digest(concat(...bodies)));
+        });
+
+        it("fails to complete with a part that is not stored, and writes nothing", async (ctx) => {
+          const ref = aRef();
+          const bytes = someBytes(KiB);
+          await run(send(ctx, ref, 1, bytes));
+          expect(await failureOf(store.completeMultipart(ref, [1, 2]))).toBeInstanceOf(StorageError);
+          expect(await disk.exists(ref.key)).toBe(false);
+          expect(await storedParts(ref.uploadId)).toEqual(parts([1, bytes]));
+        });
+
+        it("aborts by removing every part, and aborting again is harmless", async (ctx) => {
+          const ref = aRef();
+          await run(store.createMultipart(ref));
+          await run(send(ctx, ref, 1, someBytes(KiB)));
+          await run(send(ctx, ref, 2, someBytes(KiB)));
+          await run(store.abortMultipart(ref));
+          expect(await run(store.listParts(ref))).toEqual([]);
+          expect(await storedParts(ref.uploadId)).toEqual([]);
+          expect(await disk.exists(ref.key)).toBe(false);
+          await run(store.abortMultipart(ref));
+          await run(store.abortMultipart(aRef()));
+        });
+      });
+
+    describe("objects", () => {
+      const prefix = () => `renditions/${uid("ast")}/`;
+
+      it("stores an object from bytes and reads it back with its content type", async () => {
+        const key = `${prefix()}poster.jpg`;
+        const bytes = someBytes(3000);
+        await run(store.put(key, bytes, "image/jpeg"));
+        expect(await read(key)).toEqual(digest(bytes));
+        expect(await fetched(key)).toEqual(digest(bytes));
+        expect(await run(store.head(key))).toEqual(
+          Option.some({ key, size: 3000, contentType: "image/jpeg" }),
+        );
+      });
+
+      it("streams a 5 MiB object in and out, and serves a byte range", async () => {
+        const key = `origins/${uid("tnt")}/${uid("ast")}`;
+        const bytes = someBytes(5 * MiB);
+        await run(store.put(key, chunks(bytes, 64 * KiB), "video/mp4"));
+        expect(await read(key)).toEqual(digest(bytes));
+        expect(await fetched(key)).toEqual(digest(bytes));
+        expect(await run(store.head(key))).toEqual(
+          Option.some({ key, size: 5 * MiB, contentType: "video/mp4" }),
+        );
+        const range = { start: 1_000_000, end: 1_065_535 };
+        expect(await fetched(key, range)).toEqual(digest(bytes.slice(1_000_000, 1_065_536)));
+        expect(await fetched(key, { start: 5 * MiB - 1, end: 5 * MiB - 1 })).toEqual(digest(bytes.slice(-1)));
+        expect(await fetched(key, { start: 0, end: 0 })).toEqual(digest(bytes.slice(0, 1)));
+      });
+
+      it("stores an empty object", async () => {
+        const key = `${prefix()}empty`;
+        await run(store.put(key, new Uint8Array(), "text/plain"));
+        expect(await read(key)).toEqual(digest(new Uint8Array()));
+        expect(await fetched(key)).toEqual(digest(new Uint8Array()));
+        expect(Option.getOrUndefined(await run(store.head(key)))?.size).toBe(0);
+      });
+
+      it("replaces an object put again", async () => {
+        const key = `${prefix()}master.m3u8`;
+        await run(store.put(key, someBytes(5000), "text/plain"));
+        const second = someBytes(100);
+        await run(store.put(key, chunks(second, 7), "application/vnd.apple.mpegurl"));
+        expect(await read(key)).toEqual(digest(second));
+        expect(await run(store.head(key))).toEqual(
+          Option.some({ key, size: 100, contentType: "application/vnd.apple.mpegurl" }),
+        );
+      });
+
+      it("keeps the earlier object when the body of a put fails midway", async () => {
+        const key = `${prefix()}1.m4s`;
+        const earlier = someBytes(2000);
+        await run(store.put(key, earlier, "video/mp4"));
+        async function* broken(): ByteStream {
+          yield someBytes(1000);
+          throw new Error("client went away");
+        }
+        expect(await failureOf(store.put(key, broken(), "video/mp4"))).toBeInstanceOf(StorageError);
+        expect(await read(key)).toEqual(digest(earlier));
+        expect(await run(store.list(key))).toEqual([{ key, size: 2000, contentType: "video/mp4" }]);
+        const fresh = `${prefix()}2.m4s`;
+        await failureOf(store.put(fresh, broken(), "video/mp4"));
+        expect(await disk.exists(fresh)).toBe(false);
+      });
+
+      it("does not find what is not there", async () => {
+        const key = `${prefix()}missing`;
+        expect(await failureOf(store.get(key))).toBeInstanceOf(NotFound);
+        expect(await failureOf(store.get(key, { start: 0, end: 10 }))).toBeInstanceOf(NotFound);
+        expect(Option.isNone(await run(store.head(key)))).toBe(true);
+        expect(await run(store.list(key))).toEqual([]);
+      });
+
+      it("lists by prefix, recursively, by key ascending", async () => {
+        const p = prefix();
+        const keys = [`${p}ba`, `${p}b/d`, `${p}a`, `${p}b/c/deep.ts`, `${p}b/c0`];
+        for (const [i, key] of keys.entries()) await run(store.put(key, someBytes(i + 1), "video/mp2t"));
+        const listed = await run(store.list(p));
+        expect(listed.map((o) => o.key)).toEqual([
+          `${p}a`,
+          `${p}b/c/deep.ts`,
+          `${p}b/c0`,
+          `${p}b/d`,
+          `${p}ba`,
+        ]);
+        expect(listed.find((o) => o.key === `${p}b/d`)).toEqual({
+          key: `${p}b/d`,
+          size: 2,
+          contentType: "video/mp2t",
+        });
+        expect((await run(store.list(`${p}b`))).map((o) => o.key)).toEqual([
+          `${p}b/c/deep.ts`,
+          `${p}b/c0`,
+          `${p}b/d`,
+          `${p}ba`,
+        ]);
+        expect((await run(store.list(`${p}b/c`))).map((o) => o.key)).toEqual([`${p}b/c/deep.ts`, `${p}b/c0`]);
+        expect((await run(store.list(`${p}b/`))).map((o) => o.key)).toEqual([
+          `${p}b/c/deep.ts`,
+          `${p}b/c0`,
+          `${p}b/d`,
+        ]);
+        expect(await run(store.list(`${p}zzz`))).toEqual([]);
+      });
+
+      it("deletes every object under a prefix and nothing else", async () => {
+        const p = prefix();
+        const other = `${p.slice(0, -1)}x/kept`;
+        for (const key of [`${p}720p/1.m4s`, `${p}720p/2.m4s`, `${p}master.m3u8`, `${p}1080p/1.m4s`, other])
+          await run(store.put(key, someBytes(10), "video/mp4"));
+        await run(store.deletePrefix(`${p}720p/`));
+        expect(await disk.exists(`${p}720p/1.m4s`)).toBe(false);
+        expect(await disk.exists(`${p}720p/2.m4s`)).toBe(false);
+        expect((await run(store.list(p))).map((o) => o.key)).toEqual([`${p}1080p/1.m4s`, `${p}master.m3u8`]);
+        await run(store.deletePrefix(p));
+        expect(await run(store.list(p))).toEqual([]);
+        expect(await disk.exists(`${p}master.m3u8`)).toBe(false);
+        expect(await disk.exists(other)).toBe(true);
+        expect(await failureOf(store.get(`${p}master.m3u8`))).toBeInstanceOf(NotFound);
+        await run(store.deletePrefix(p));
+        await run(store.put(`${p}720p/1.m4s`, someBytes(3), "video/mp4"));
+        expect(await disk.exists(`${p}720p/1.m4s`)).toBe(true);
+      });
+    });
+
+    if (capabilities.localPath)
+      describe("local paths", () => {
+        it("gives the path of a file holding the object's bytes", async (ctx) => {
+          const localPath = localPaths(ctx);
+          const key = `origins/${uid("tnt")}/${uid("ast")}`;
+          const bytes = someBytes(10 * KiB);
+          await run(store.put(key, bytes, "video/mp4"));
+          expect(digest(await readFile(localPath(key)))).toEqual(digest(bytes));
+        });
+
+        it("refuses keys and upload ids that could leave the root", async (ctx) => {
+          const localPath = localPaths(ctx);
+          const bad = [
+            "../escape",
+            "a/../../escape",
+            "/etc/passwd",
+            "a/./b",
+            "a//b",
+            "a/",
+            "",
+            "a\0b",
+            "a\\..\\b",
+          ];
+          for (const key of bad) {
+            expect(await failureOf(store.put(key, someBytes(1), "text/plain")), key).toBeInstanceOf(
+              StorageError,
+            );
+            expect(await failureOf(store.get(key)), key).toBeInstanceOf(StorageError);
+            expect(await failureOf(store.head(key)), key).toBeInstanceOf(StorageError);
+            expect(() => localPath(key), key).toThrow(StorageError);
+            const ref = { uploadId: uid("upl"), key };
+            expect(await failureOf(store.completeMultipart(ref, [])), key).toBeInstanceOf(StorageError);
+          }
+          for (const prefix of ["../", "..", "a/../", "/", "/etc"]) {
+            expect(await failureOf(store.list(prefix)), prefix).toBeInstanceOf(StorageError);
+            expect(await failureOf(store.deletePrefix(prefix)), prefix).toBeInstanceOf(StorageError);
+          }
+          for (const uploadId of ["../x", "..", "a/b", ""]) {
+            const ref = { uploadId, key: `origins/${uid("tnt")}/${uid("ast")}` };
+            expect(await failureOf(store.createMultipart(ref)), uploadId).toBeInstanceOf(StorageError);
+            expect(await failureOf(store.abortMultipart(ref)), uploadId).toBeInstanceOf(StorageError);
+            expect(await failureOf(store.listParts(ref)), uploadId).toBeInstanceOf(StorageError);
+            if (store.receivePart)
+              expect(
+                await failureOf(store.receivePart(ref, { number: 1, expectedSize: 1 }, chunks(someBytes(1)))),
+                uploadId,
+              ).toBeInstanceOf(StorageError);
+          }
+        });
+      });
+  });

@@ -1,0 +1,33 @@
+import { inject } from "vitest";
+
+/** Real services this run may use, decided once by `global-setup.ts`; null where absent. */
+export interface TestServices {
+  readonly databaseUrl: string | null;
+  readonly redisUrl: string | null;
+}
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    services: TestServices;
+  }
+}
+
+export const testServices = (): TestServices => inject("services");
+
+/** The name of a suite that needs a service, saying why when it is skipped. */
+export const suiteName = (name: string, available: boolean, variable: string) =>
+  available ? name : `${name} (skipped: set ${variable} or run a Docker engine)`;
+
+/** Extra environment of a host under test: fake Google, a trusted proxy (per-test client IPs), no logs. */
+export const testHostEnv = (
+  google: { readonly clientId: string; readonly certsUrl: string },
+  dataDir: string,
+): Record<string, string> => ({
+  PORT: "0",
+  VOD_HOST: "127.0.0.1",
+  VOD_DATA_DIR: dataDir,
+  VOD_GOOGLE_CLIENT_ID: google.clientId,
+  VOD_GOOGLE_CERTS_URL: google.certsUrl,
+  VOD_TRUST_PROXY: "true",
+  VOD_LOG_LEVEL: "silent",
+});

@@ -1,0 +1,365 @@
+import { Conflict, type Storage } from "@vod/core";
+import { Effect, Either, Option } from "effect";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { StorageBackdoor } from "./backdoor.js";
+import { anApiKey, anAsset, anUpload, aSession, aTenant, aToken, aUser, uid } from "./fixtures.js";
+
+export interface StorageSubject {
+  readonly storage: Storage;
+  readonly backdoor: StorageBackdoor;
+  readonly cleanup: () => Promise<void>;
+}
+
+const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect);
+const attempt = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(Effect.either(effect));
+
+/** The repositories and unit of work of any adapter set, checked through its backdoor. */
+export const describeStorage = (name: string, makeSubject: () => Promise<StorageSubject>) =>
+  describe(`Storage [${name}]`, () => {
+    let subject: StorageSubject;
+    let storage: Storage;
+    let db: StorageBackdoor;
+    beforeEach(async () => {
+      subject = await makeSubject();
+      storage = subject.storage;
+      db = subject.backdoor;
+    });
+    afterEach(async () => subject.cleanup());
+
+    const tenantWithUser = async () => {
+      const tenant = aTenant();
+      const user = aUser(tenant);
+      await run(storage.tenants.insert(tenant));
+      await run(storage.users.insert(user));
+      return { tenant, user };
+    };
+
+    describe("tenants and users", () => {
+      it("stores a tenant and a user as given", async () => {
+        const { tenant, user } = await tenantWithUser();
+        expect(await db.tenant(tenant.id)).toEqual(tenant);
+        expect(await db.user(user.id)).toEqual(user);
+        expect(await run(storage.tenants.get(tenant.id))).toEqual(Option.some(tenant));
+        expect(await run(storage.users.get(tenant.id, user.id))).toEqual(Option.some(user));
+      });
+
+      it("refuses a second user with the same email in another case, and stores nothing", async () => {
+        const { user } = await tenantWithUser();
+        const other = aTenant();
+        await run(storage.tenants.insert(other));
+        const twin = aUser(other, { email: user.email.toUpperCase() });
+        const result = await attempt(storage.users.insert(twin));
+        expect(Either.isLeft(result) && result.left).toBeInstanceOf(Conflict);
+        expect(await db.user(twin.id)).toBeUndefined();
+      });
+
+      it("finds users by email without regard to case, across tenants", async () => {
+        const { user } = await tenantWithUser();
+        const found = await run(storage.users.findByEmail(user.email.toUpperCase()));
+        expect(Option.getOrUndefined(found)?.id).toBe(user.id);
+        expect(Option.isNone(await run(storage.users.findByEmail(`nobody-${uid("x")}@example.com`)))).toBe(
+          true,
+        );
+      });
+
+      it("does not show a user to another tenant", async () => {
+        const { user } = await tenantWithUser();
+        const { tenant: other } = await tenantWithUser();
+        expect(Option.isNone(await run(storage.users.get(other.id, user.id)))).toBe(true);
+      });
+
+      it("updates the password hash and the verified flag of the user", async () => {
+        const { tenant, user } = await tenantWithUser();
+        await run(storage.users.setPasswordHash(tenant.id, user.id, "$argon2id$new"));
+        await run(storage.users.setEmailVerified(tenant.id, user.id, true));
+        expect(await db.user(user.id)).toMatchObject({
+          password_hash: "$argon2id$new",
+          email_verified: true,
+        });
+      });
+
+      it("links an identity once", async () => {
+        const { tenant, user } = await tenantWithUser();
+        const identity = {
+          provider: "google" as const,
+          subject: uid("sub"),
+          user_id: user.id,
+          tenant_id: tenant.id,
+          created_at: 1,
+        };
+        await run(storage.identities.insert(identity));
+        expect(await db.identity("google", identity.subject)).toEqual(identity);
+        expect(await run(storage.identities.find("google", identity.subject))).toEqual(Option.some(identity));
+        const again = await attempt(storage.identities.insert({ ...identity }));
+        expect(Either.isLeft(again) && again.left).toBeInstanceOf(Conflict);
+      });
+    });
+
+    describe("refresh sessions", () => {
+      it("revokes a session once, keeping its first reason", async () => {
+        const { user } = await tenantWithUser();
+        const session = aSession(user);
+        await run(storage.refreshSessions.insertSession(session));
+        await run(storage.refreshSessions.revokeSession("tnt_other", session.id, 5, "logout"));
+        expect((await db.refreshSession(session.id))?.revoked_at).toBeNull();
+        expect(Option.isNone(await run(storage.refreshSessions.getSession("tnt_other", session.id)))).toBe(
+          true,
+        );
+        await run(storage.refreshSessions.revokeSession(session.tenant_id, session.id, 10, "reuse_detected"));
+        await run(storage.refreshSessions.revokeSession(session.tenant_id, session.id, 20, "logout"));
+        expect(await run(storage.refreshSessions.getSession(session.tenant_id, session.id))).toEqual(
+          Option.some({ ...session, revoked_at: 10, revoked_reason: "reuse_detected" }),
+        );
+        expect(await db.refreshSession(session.id)).toMatchObject({
+          revoked_at: 10,
+          revoked_reason: "reuse_detected",
+        });
+      });
+
+      it("revokes every other live session of the user, and no one else's", async () => {
+        const { user } = await tenantWithUser();
+        const { user: stranger } = await tenantWithUser();
+        const [keep, a, b, theirs] = [aSession(user), aSession(user), aSession(user), aSession(stranger)];
+        for (const s of [keep, a, b, theirs]) await run(storage.refreshSessions.insertSession(s));
+        await run(
+          storage.refreshSessions.revokeUserSessions(user.tenant_id, user.id, keep.id, 5, "password_changed"),
+        );
+        expect((await db.refreshSession(keep.id))?.revoked_at).toBeNull();
+        expect(await db.refreshSession(a.id)).toMatchObject({
+          revoked_at: 5,
+          revoked_reason: "password_changed",
+        });
+        expect(await db.refreshSession(b.id)).toMatchObject({ revoked_at: 5 });
+        expect((await db.refreshSession(theirs.id))?.revoked_at).toBeNull();
+      });
+
+      it("marks a token used exactly once", async () => {
+        const { user } = await tenantWithUser();
+        const session = aSession(user);
+        const token = aToken(session);
+        await run(storage.refreshSessions.insertSession(session));
+        await run(storage.refreshSessions.insertToken(token));
+        expect(await db.refreshTokensOfSession(session.id)).toEqual([token]);
+        expect(await run(storage.refreshSessions.markTokenUsed(token.token_hash, 7))).toBe(true);
+        expect(await run(storage.refreshSessions.markTokenUsed(token.token_hash, 8))).toBe(false);
+        expect((await db.refreshTokensOfSession(session.id))[0]?.used_at).toBe(7);
+        expect(await run(storage.refreshSessions.markTokenUsed(uid("unknown"), 9))).toBe(false);
+      });
+
+      it("lets exactly one of many concurrent rotations of a token win", async () => {
+        const { user } = await tenantWithUser();
+        const session = aSession(user);
+        const token = aToken(session);
+        await run(storage.refreshSessions.insertSession(session));
+        await run(storage.refreshSessions.insertToken(token));
+        const results = await Promise.all(
+          Array.from({ length: 8 }, (_, i) =>
+            run(storage.refreshSessions.markTokenUsed(token.token_hash, 100 + i)),
+          ),
+        );
+        expect(results.filter(Boolean)).toHaveLength(1);
+      });
+    });
+
+    describe("API keys", () => {
+      it("stores the key record and finds it by hash", async () => {
+        const { tenant } = await tenantWithUser();
+        const key = anApiKey(tenant);
+        await run(storage.apiKeys.insert(key));
+        expect(await db.apiKey(key.id)).toEqual(key);
+        expect(await run(storage.apiKeys.findByHash(key.key_hash))).toEqual(Option.some(key));
+        expect(Option.isNone(await run(storage.apiKeys.findByHash(uid("nohash"))))).toBe(true);
+      });
+
+      it("lists a tenant's keys newest first, up to the limit", async () => {
+        const { tenant } = await tenantWithUser();
+        const { tenant: other } = await tenantWithUser();
+        const keys = [1, 3, 2].map((t) => anApiKey(tenant, { created_at: t }));
+        for (const k of [...keys, anApiKey(other)]) await run(storage.apiKeys.insert(k));
+        const listed = await run(storage.apiKeys.list(tenant.id, 2));
+        expect(listed.map((k) => k.created_at)).toEqual([3, 2]);
+      });
+
+      it("revokes once, touches last_used_at, and keeps other tenants out", async () => {
+        const { tenant } = await tenantWithUser();
+        const { tenant: other } = await tenantWithUser();
+        const key = anApiKey(tenant);
+        await run(storage.apiKeys.insert(key));
+        await run(storage.apiKeys.revoke(other.id, key.id, 1));
+        expect((await db.apiKey(key.id))?.revoked_at).toBeNull();
+        expect(Option.isNone(await run(storage.apiKeys.get(other.id, key.id)))).toBe(true);
+        await run(storage.apiKeys.revoke(tenant.id, key.id, 5));
+        await run(storage.apiKeys.revoke(tenant.id, key.id, 9));
+        await run(storage.apiKeys.touch(tenant.id, key.id, 6));
+        expect(await db.apiKey(key.id)).toMatchObject({ revoked_at: 5, last_used_at: 6 });
+      });
+    });
+
+    describe("assets", () => {
+      it("stores and updates an asset, only within its tenant", async () => {
+        const { tenant } = await tenantWithUser();
+        const { tenant: other } = await tenantWithUser();
+        const asset = anAsset(tenant, { title: "a" });
+        await run(storage.assets.insert(asset));
+        expect(await db.asset(asset.id)).toEqual(asset);
+        expect(Option.isNone(await run(storage.assets.get(other.id, asset.id)))).toBe(true);
+        await run(storage.assets.update({ ...asset, tenant_id: other.id, title: "stolen" }));
+        expect((await db.asset(asset.id))?.title).toBe("a");
+        const uploaded = {
+          ...asset,
+          status: "uploaded" as const,
+          origin_size_bytes: 9,
+          checksum_sha256: "ab",
+        };
+        await run(storage.assets.update(uploaded));
+        expect(await db.asset(asset.id)).toEqual(uploaded);
+        expect(await run(storage.assets.get(tenant.id, asset.id))).toEqual(Option.some(uploaded));
+      });
+
+      it("lists newest first by (created_at, id), strictly after a key, filtered by status", async () => {
+        const { tenant } = await tenantWithUser();
+        const rows = [
+          anAsset(tenant, { id: "ast_a", created_at: 10 }),
+          anAsset(tenant, { id: "ast_b", created_at: 20 }),
+          anAsset(tenant, { id: "ast_c", created_at: 20, status: "uploaded" }),
+          anAsset(tenant, { id: "ast_d", created_at: 30 }),
+        ].map((a) => ({ ...a, id: `${a.id}_${tenant.id}` }));
+        for (const a of rows) await run(storage.assets.insert(a));
+        const ids = (list: ReadonlyArray<{ id: string }>) => list.map((a) => a.id.slice(0, 5));
+        expect(ids(await run(storage.assets.list(tenant.id, { limit: 10 })))).toEqual([
+          "ast_d",
+          "ast_c",
+          "ast_b",
+          "ast_a",
+        ]);
+        const after = rows[2]!;
+        expect(ids(await run(storage.assets.list(tenant.id, { limit: 10, after })))).toEqual([
+          "ast_b",
+          "ast_a",
+        ]);
+        expect(ids(await run(storage.assets.list(tenant.id, { limit: 1, after })))).toEqual(["ast_b"]);
+        expect(ids(await run(storage.assets.list(tenant.id, { limit: 10, status: "uploaded" })))).toEqual([
+          "ast_c",
+        ]);
+      });
+    });
+
+    describe("upload sessions and jobs", () => {
+      const assetOf = async () => {
+        const { tenant } = await tenantWithUser();
+        const asset = anAsset(tenant);
+        await run(storage.assets.insert(asset));
+        return asset;
+      };
+
+      it("stores a session and allows one open session per asset", async () => {
+        const asset = await assetOf();
+        const session = anUpload(asset);
+        await run(storage.uploads.insert(session));
+        expect(await db.upload(session.id)).toEqual(session);
+        expect(await run(storage.uploads.get(asset.tenant_id, session.id))).toEqual(Option.some(session));
+        expect(Option.isNone(await run(storage.uploads.get("tnt_other", session.id)))).toBe(true);
+        const second = await attempt(storage.uploads.insert(anUpload(asset)));
+        expect(Either.isLeft(second) && second.left).toBeInstanceOf(Conflict);
+        expect(await run(storage.uploads.findOpen(asset.tenant_id, asset.id))).toEqual(Option.some(session));
+      });
+
+      it("closes or completes a created session once, and then allows a new one", async () => {
+        const asset = await assetOf();
+        const session = anUpload(asset);
+        await run(storage.uploads.insert(session));
+        const parts = [{ number: 1, size: 8, etag: "e1" }];
+        expect(await run(storage.uploads.complete(asset.tenant_id, session.id, 42, parts))).toBe(true);
+        expect(await run(storage.uploads.complete(asset.tenant_id, session.id, 43, parts))).toBe(false);
+        expect(await run(storage.uploads.close(asset.tenant_id, session.id, "aborted"))).toBe(false);
+        expect(await db.upload(session.id)).toMatchObject({
+          status: "completed",
+          completed_at: 42,
+          completed_parts: parts,
+        });
+        const next = anUpload(asset);
+        await run(storage.uploads.insert(next));
+        expect(await run(storage.uploads.close(asset.tenant_id, next.id, "aborted"))).toBe(true);
+        expect((await db.upload(next.id))?.status).toBe("aborted");
+        expect(Option.isNone(await run(storage.uploads.findOpen(asset.tenant_id, asset.id)))).toBe(true);
+      });
+
+      it("lists created sessions past their expiry, oldest first", async () => {
+        const asset = await assetOf();
+        const other = await assetOf();
+        const late = anUpload(asset, { expires_at: 2_000 });
+        const early = anUpload(other, { expires_at: 1_000 });
+        await run(storage.uploads.insert(late));
+        await run(storage.uploads.insert(early));
+        const expired = await run(storage.uploads.listExpired(2_000, 1_000));
+        const mine = expired.filter((u) => u.id === late.id || u.id === early.id).map((u) => u.id);
+        expect(mine).toEqual([early.id, late.id]);
+        expect((await run(storage.uploads.listExpired(1_500, 1_000))).map((u) => u.id)).not.toContain(
+          late.id,
+        );
+      });
+
+      it("enqueues a job only when its unit of work commits", async () => {
+        const asset = await assetOf();
+        const kept = { tenant_id: asset.tenant_id, asset_id: asset.id };
+        const dropped = { tenant_id: asset.tenant_id, asset_id: uid("ast") };
+        await run(storage.transaction((tx) => tx.jobs.enqueue("process-asset", kept)));
+        await attempt(
+          storage.transaction((tx) =>
+            Effect.zipRight(tx.jobs.enqueue("process-asset", dropped), Effect.fail("boom")),
+          ),
+        );
+        const jobs = await db.jobs();
+        // Compared by field: a JSON column need not keep the keys' order.
+        const same = (a: unknown, b: typeof kept) =>
+          (a as typeof kept).tenant_id === b.tenant_id && (a as typeof kept).asset_id === b.asset_id;
+        expect(jobs.filter((j) => same(j.data, kept)).map((j) => j.name)).toEqual(["process-asset"]);
+        expect(jobs.filter((j) => same(j.data, dropped))).toHaveLength(0);
+      });
+    });
+
+    describe("transactions", () => {
+      it("commits every write of a successful unit of work", async () => {
+        const tenant = aTenant();
+        const user = aUser(tenant);
+        await run(
+          storage.transaction((tx) =>
+            Effect.gen(function* () {
+              yield* tx.tenants.insert(tenant);
+              yield* tx.users.insert(user);
+            }),
+          ),
+        );
+        expect(await db.tenant(tenant.id)).toEqual(tenant);
+        expect(await db.user(user.id)).toEqual(user);
+      });
+
+      it("stores none of the writes of a failed unit of work", async () => {
+        const { user: existing } = await tenantWithUser();
+        const tenant = aTenant();
+        const user = aUser(tenant, { email: existing.email });
+        const result = await attempt(
+          storage.transaction((tx) =>
+            Effect.gen(function* () {
+              yield* tx.tenants.insert(tenant);
+              yield* tx.users.insert(user);
+            }),
+          ),
+        );
+        expect(Either.isLeft(result) && result.left).toBeInstanceOf(Conflict);
+        expect(await db.tenant(tenant.id)).toBeUndefined();
+        expect(await db.user(user.id)).toBeUndefined();
+      });
+
+      it("rolls back when the work fails with its own error", async () => {
+        const tenant = aTenant();
+        const result = await attempt(
+          storage.transaction((tx) =>
+            Effect.zipRight(tx.tenants.insert(tenant), Effect.fail("boom" as const)),
+          ),
+        );
+        expect(result).toEqual(Either.left("boom"));
+        expect(await db.tenant(tenant.id)).toBeUndefined();
+      });
+    });
+  });

@@ -1,0 +1,11 @@
+import { memoryObjectStore } from "@vod/adapter-memory";
+import { describeObjectStore } from "@vod/contract-tests";
+
+describeObjectStore(
+  "memory",
+  async () => {
+    const store = memoryObjectStore();
+    return { store, backdoor: store.backdoor, cleanup: async () => {} };
+  },
+  { receivePart: true, localPath: false },
+);

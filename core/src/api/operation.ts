@@ -1,0 +1,150 @@
+import { Effect, ParseResult, Schema } from "effect";
+import { InternalError, InvalidRequest, type VodError } from "../errors.js";
+import { authorize, type Credentials, type Principal, type Requirement } from "../use-cases/authenticate.js";
+import { enforceRate } from "../use-cases/support.js";
+import type { Vod } from "../vod.js";
+
+/** A request as any host hands it over: decoded JSON, no framework types. */
+export interface RawRequest {
+  readonly params: Readonly<Record<string, string>>;
+  readonly query: unknown;
+  readonly body: unknown;
+  readonly credentials: Credentials;
+  readonly clientIp: string;
+  readonly requestId: string;
+}
+
+export interface Reply {
+  readonly status: number;
+  /** Absent for 204. */
+  readonly body?: unknown;
+}
+
+export interface PublicCall {
+  readonly clientIp: string;
+  readonly requestId: string;
+}
+export interface AuthedCall extends PublicCall {
+  readonly principal: Principal;
+}
+
+export type HttpMethod = "GET" | "POST" | "DELETE";
+
+/** What every operation of the catalog exposes: enough to route it, document it and run it. */
+export interface Operation {
+  readonly id: string;
+  readonly method: HttpMethod;
+  /** Path with `:name` parameters, e.g. `/v1/assets/:id`. */
+  readonly path: string;
+  readonly summary: string;
+  readonly auth: Requirement | "none";
+  readonly status: 200 | 201 | 204;
+  readonly input: Schema.Schema.AnyNoContext;
+  readonly output: Schema.Schema.AnyNoContext | null;
+  /** Authenticates, authorizes, decodes, runs the use case and encodes the reply. */
+  readonly execute: (vod: Vod, request: RawRequest) => Effect.Effect<Reply, VodError>;
+}
+
+interface Definition<I, IE, O, OE> {
+  readonly id: string;
+  readonly method: HttpMethod;
+  readonly path: string;
+  readonly summary: string;
+  readonly status: 200 | 201 | 204;
+  /** Decodes `{ params, query, body }`. */
+  readonly input: Schema.Schema<I, IE>;
+  readonly output: Schema.Schema<O, OE> | null;
+}
+
+/** One `{ path, message }` per failing field, the path relative to body, query or params. */
+export const toInvalidRequest = (error: ParseResult.ParseError): InvalidRequest => {
+  // An optional field fails once per member of its union ("Expected undefined, ..."): keep the
+  // first, most specific message per path.
+  const seen = new Set<string>();
+  const fields = ParseResult.ArrayFormatter.formatErrorSync(error)
+    .map((issue) => ({
+      path: issue.path.slice(1).map((p) => (typeof p === "symbol" ? String(p) : p)),
+      message: issue.message,
+    }))
+    .filter((field) => {
+      const key = JSON.stringify(field.path);
+      if (seen.has(key)) return false;
+      seen.add(key);
+      return true;
+    });
+  const first = fields[0];
+  const where = first && first.path.length > 0 ? `${first.path.join(".")}: ` : "";
+  return new InvalidRequest({
+    message: first ? `${where}${first.message}` : "request failed validation",
+    details: { fields },
+  });
+};
+
+const decode = <I, IE>(schema: Schema.Schema<I, IE>, request: RawRequest) =>
+  Effect.mapError(
+    Schema.decodeUnknown(schema, { errors: "all", onExcessProperty: "ignore" })({
+      params: request.params,
+      query: request.query ?? {},
+      // No body reads as an empty object, so a missing required field is named as such.
+      body: request.body ?? {},
+    }),
+    toInvalidRequest,
+  );
+
+const encode = <O, OE>(
+  def: Definition<unknown, unknown, O, OE>,
+  value: O,
+): Effect.Effect<Reply, InternalError> =>
+  def.output === null
+    ? Effect.succeed({ status: def.status })
+    : Effect.map(
+        Effect.mapError(
+          Schema.encode(def.output)(value),
+          (cause) => new InternalError({ message: `response of ${def.id} failed its schema`, cause }),
+        ),
+        (body) => ({ status: def.status, body }),
+      );
+
+/** An operation without credentials (sign-up, sign-in, refresh). */
+export const publicOperation = <I, IE, O, OE>(
+  def: Definition<I, IE, O, OE> & {
+    readonly run: (vod: Vod, input: I, call: PublicCall) => Effect.Effect<O, VodError>;
+  },
+): Operation => ({
+  ...def,
+  auth: "none",
+  execute: (vod, request) =>
+    Effect.gen(function* () {
+      const input = yield* decode(def.input, request);
+      const value = yield* def.run(vod, input, request);
+      return yield* encode(def as Definition<unknown, unknown, O, OE>, value);
+    }),
+});
+
+/**
+ * An operation that needs a credential. Credentials are checked before the input, so a caller
+ * without access learns nothing from validation errors.
+ */
+export const authedOperation = <I, IE, O, OE>(
+  def: Definition<I, IE, O, OE> & {
+    readonly auth: Requirement;
+    readonly run: (vod: Vod, input: I, call: AuthedCall) => Effect.Effect<O, VodError>;
+  },
+): Operation => ({
+  ...def,
+  execute: (vod, request) =>
+    Effect.gen(function* () {
+      const principal = yield* vod.authenticate(request.credentials);
+      yield* authorize(principal, def.auth);
+      const credentialId = principal.kind === "user" ? principal.sessionId : principal.keyId;
+      yield* enforceRate(
+        vod.ports.rateLimiter,
+        `api:${principal.kind}:${credentialId}`,
+        { limit: vod.config.rateLimits.apiPerCredentialPerMinute, windowMs: 60_000 },
+        vod.ports.clock.now(),
+      );
+      const input = yield* decode(def.input, request);
+      const value = yield* def.run(vod, input, { ...request, principal });
+      return yield* encode(def as Definition<unknown, unknown, O, OE>, value);
+    }),
+});

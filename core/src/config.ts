@@ -1,0 +1,67 @@
+/** Settings of the core; every value has a default a host may override. */
+export interface VodConfig {
+  /** Lifetime of an access token (DECISIONS: 900 s). */
+  readonly accessTokenTtlSeconds: number;
+  /** Lifetime of a refresh token from its issue (DECISIONS: 30 days). */
+  readonly refreshTokenTtlMs: number;
+  /**
+   * Key of the HMAC that makes list cursors tamper-evident. Give every node of a cluster the same
+   * one, and keep it across restarts, or cursors in flight stop working.
+   */
+  readonly cursorSecret: Uint8Array;
+  /** Public URL of the media app ({media_url}): part uploads, manifests, telemetry. */
+  readonly mediaUrl: string;
+  /** Public URL of the DRM app ({drm_url}): entitlements and the ClearKey licence endpoint. */
+  readonly drmUrl: string;
+  /** 32 bytes that wrap content keys at rest (AES-256-GCM). Lose it and DRM assets cannot play. */
+  readonly drmMasterKey: Uint8Array;
+  /** Licence servers of third-party key systems, listed in entitlements when configured. */
+  readonly keySystems: {
+    readonly widevine?: string | undefined;
+    readonly playready?: string | undefined;
+    readonly fairplay?: { readonly licenseUrl: string; readonly certificateUrl: string } | undefined;
+  };
+  /**
+   * Key of the HMAC that signs part upload URLs. The same on every node that serves the media
+   * app, and kept across restarts, or URLs handed out stop working.
+   */
+  readonly uploadUrlSecret: Uint8Array;
+  readonly processing: {
+    /** Sources longer than this fail with source_too_long. */
+    readonly maxSourceDurationMs: number;
+    /** Runs a processing job gets before the asset fails with processing_error. */
+    readonly maxAttempts: number;
+  };
+  readonly rateLimits: {
+    /** One bucket per client IP shared by signup, login, google and refresh. */
+    readonly authPerIpPerMinute: number;
+    readonly loginPerEmailPer15Minutes: number;
+    readonly apiPerCredentialPerMinute: number;
+    /** Telemetry batches per playback session per minute. */
+    readonly telemetryPerSessionPerMinute: number;
+  };
+}
+
+export const defaultRateLimits: VodConfig["rateLimits"] = {
+  authPerIpPerMinute: 20,
+  loginPerEmailPer15Minutes: 10,
+  apiPerCredentialPerMinute: 1200,
+  telemetryPerSessionPerMinute: 120,
+};
+
+export const defaultConfig = (secrets: {
+  cursorSecret: Uint8Array;
+  uploadUrlSecret: Uint8Array;
+  drmMasterKey: Uint8Array;
+}): VodConfig => ({
+  accessTokenTtlSeconds: 900,
+  refreshTokenTtlMs: 30 * 24 * 60 * 60 * 1000,
+  cursorSecret: secrets.cursorSecret,
+  uploadUrlSecret: secrets.uploadUrlSecret,
+  mediaUrl: "http://localhost:8080",
+  drmUrl: "http://localhost:8080",
+  drmMasterKey: secrets.drmMasterKey,
+  keySystems: {},
+  processing: { maxSourceDurationMs: 6 * 60 * 60 * 1000, maxAttempts: 3 },
+  rateLimits: defaultRateLimits,
+});

@@ -1,0 +1,30 @@
+import { Either } from "effect";
+import type { Transition } from "./transition.js";
+
+export const PLAYBACK_TTL_MIN_SECONDS = 60;
+export const PLAYBACK_TTL_MAX_SECONDS = 86_400;
+export const PLAYBACK_TTL_DEFAULT_SECONDS = 3_600;
+
+export interface PlaybackSession {
+  readonly id: string;
+  readonly tenant_id: string;
+  readonly asset_id: string;
+  readonly drm: boolean;
+  readonly expires_at: number;
+  readonly created_at: number;
+  readonly ended_at: number | null;
+}
+
+export type PlaybackSessionState = "active" | "ended" | "expired";
+
+export const playbackSessionState = (session: PlaybackSession, now: number): PlaybackSessionState =>
+  session.ended_at !== null ? "ended" : session.expires_at <= now ? "expired" : "active";
+
+export type PlaybackSessionEvent = { readonly type: "end" };
+
+/** active -> ended. Ending an ended or expired session succeeds and changes nothing further. */
+export const transitionPlaybackSession: Transition<PlaybackSession, PlaybackSessionEvent> = (
+  session,
+  _event,
+  now,
+) => Either.right(session.ended_at === null ? { ...session, ended_at: now } : session);

@@ -1,0 +1,76 @@
+import { Data } from "effect";
+
+/**
+ * One tagged error per code of the spec's part 7, plus `Conflict` and `InternalError`.
+ * The core raises these; a host maps each tag to a status and the spec's JSON body in one table.
+ */
+export class InvalidRequest extends Data.TaggedError("InvalidRequest")<{
+  readonly message: string;
+  readonly details?: Record<string, unknown>;
+}> {}
+
+export class Unauthorized extends Data.TaggedError("Unauthorized")<{ readonly message: string }> {}
+
+export class Forbidden extends Data.TaggedError("Forbidden")<{ readonly message: string }> {}
+
+export class NotFound extends Data.TaggedError("NotFound")<{ readonly message: string }> {}
+
+export class UploadInProgress extends Data.TaggedError("UploadInProgress")<{ readonly message: string }> {}
+
+/** The spec's "conflict-type error": duplicate email, identity linked elsewhere, and the like. */
+export class Conflict extends Data.TaggedError("Conflict")<{ readonly message: string }> {}
+
+export class RateLimited extends Data.TaggedError("RateLimited")<{
+  readonly message: string;
+  readonly retryAfterSeconds: number;
+}> {}
+
+export class StorageError extends Data.TaggedError("StorageError")<{
+  readonly message: string;
+  readonly cause?: unknown;
+}> {}
+
+export class PlaybackUnavailable extends Data.TaggedError("PlaybackUnavailable")<{
+  readonly message: string;
+  readonly cause?: unknown;
+}> {}
+
+export class PayloadTooLarge extends Data.TaggedError("PayloadTooLarge")<{ readonly message: string }> {}
+
+export class InternalError extends Data.TaggedError("InternalError")<{
+  readonly message: string;
+  readonly cause?: unknown;
+}> {}
+
+export type VodError =
+  | InvalidRequest
+  | Unauthorized
+  | Forbidden
+  | NotFound
+  | UploadInProgress
+  | Conflict
+  | RateLimited
+  | StorageError
+  | PlaybackUnavailable
+  | PayloadTooLarge
+  | InternalError;
+
+export type VodErrorTag = VodError["_tag"];
+
+/** The spec's error code of each tag (part 7, and `conflict` / `internal_error` from DECISIONS). */
+export const errorCode: Record<VodErrorTag, string> = {
+  InvalidRequest: "invalid_request",
+  Unauthorized: "unauthorized",
+  Forbidden: "forbidden",
+  NotFound: "not_found",
+  UploadInProgress: "upload_in_progress",
+  Conflict: "conflict",
+  RateLimited: "rate_limited",
+  StorageError: "storage_error",
+  PlaybackUnavailable: "playback_unavailable",
+  PayloadTooLarge: "payload_too_large",
+  InternalError: "internal_error",
+};
+
+export const isVodError = (u: unknown): u is VodError =>
+  typeof u === "object" && u !== null && "_tag" in u && typeof u._tag === "string" && u._tag in errorCode;

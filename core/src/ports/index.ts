@@ -1,0 +1,13 @@
+export type * from "./clock.js";
+export type * from "./identity-verifier.js";
+export type * from "./ids.js";
+export type * from "./job-queue.js";
+export type * from "./media-processor.js";
+export type * from "./object-store.js";
+export type * from "./password-hasher.js";
+export type * from "./rate-limiter.js";
+export type * from "./repositories.js";
+export type * from "./revocation-store.js";
+export type * from "./storage.js";
+export type * from "./telemetry-sink.js";
+export type * from "./token-signer.js";

@@ -1,0 +1,53 @@
+import type { Effect } from "effect";
+import type { StorageError } from "../errors.js";
+
+/** The jobs of the platform, by name, with their data. */
+export interface JobTypes {
+  readonly "process-asset": { readonly tenant_id: string; readonly asset_id: string };
+}
+export type JobName = keyof JobTypes;
+
+export interface Job<N extends JobName = JobName> {
+  readonly id: string;
+  readonly name: N;
+  readonly data: JobTypes[N];
+  /** 1 on the first run. */
+  readonly attempt: number;
+  /** Runs it gets in all: a failure on the last one is final. */
+  readonly maxAttempts: number;
+}
+
+/** Enqueuing, as part of the unit of work: the job exists if and only if the transaction commits. */
+export interface JobRepository {
+  enqueue<N extends JobName>(name: N, data: JobTypes[N]): Effect.Effect<void, StorageError>;
+}
+
+/** Asks for the job to be run again later (with backoff), or, on the last attempt, ends it. */
+export interface JobFailed {
+  readonly _tag: "JobFailed";
+  readonly message: string;
+  readonly cause?: unknown;
+}
+
+export interface WorkOptions {
+  /** Jobs of this name one worker runs at once. */
+  readonly concurrency: number;
+}
+
+export interface Worker {
+  /** Stops taking jobs and waits for the running ones to finish. */
+  readonly stop: Effect.Effect<void>;
+}
+
+/**
+ * Runs enqueued jobs. Delivery is at least once: a job whose worker dies is handed out again
+ * once its lease runs out, so handlers are idempotent. Several workers, in any number of
+ * processes sharing the queue's storage, split the jobs between them.
+ */
+export interface JobQueue {
+  work<N extends JobName>(
+    name: N,
+    options: WorkOptions,
+    handler: (job: Job<N>) => Effect.Effect<void, JobFailed>,
+  ): Effect.Effect<Worker, StorageError>;
+}

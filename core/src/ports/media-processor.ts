@@ -1,0 +1,91 @@
+import type { Effect } from "effect";
+import type { SourceMetadata } from "../domain/asset.js";
+import type { StorageError } from "../errors.js";
+import type { ByteStream } from "./object-store.js";
+
+/**
+ * Where the processor reads the source: a local file it may read in place, or bytes it copies
+ * to scratch space of its own first (media containers need seeking).
+ */
+export type MediaInput =
+  | { readonly path: string }
+  | { readonly open: () => Effect.Effect<ByteStream, StorageError> };
+
+export interface ProbedSource extends SourceMetadata {
+  readonly has_video: boolean;
+  readonly has_audio: boolean;
+}
+
+/** One rung of the ladder: renditions are made at or below the source height, never above. */
+export interface Rendition {
+  readonly name: string;
+  readonly height: number;
+  readonly videoBitrateKbps: number;
+  readonly audioBitrateKbps: number;
+}
+
+/** A file of the packaged output, relative to the asset's output prefix (`master.m3u8`, `720p/seg_1.m4s`). */
+export interface OutputFile {
+  readonly path: string;
+  readonly contentType: string;
+  readonly body: ByteStream;
+}
+
+export interface PackagedOutput {
+  /** Every file handed to `emit`, by path. */
+  readonly files: ReadonlyArray<{
+    readonly path: string;
+    readonly contentType: string;
+    readonly size: number;
+  }>;
+  readonly master: string;
+  readonly poster: string;
+  /** The rungs actually produced. */
+  readonly renditions: ReadonlyArray<Rendition>;
+}
+
+/** Common Encryption of every segment (the first included) with one content key. */
+export interface Encryption {
+  /** 16 bytes, hex. */
+  readonly keyId: string;
+  /** 16 bytes, hex. */
+  readonly key: string;
+}
+
+export interface PackageOptions {
+  /**
+   * When given, segments are CENC-encrypted (cenc scheme) and media playlists signal the key for
+   * ClearKey (`#EXT-X-KEY:METHOD=SAMPLE-AES-CTR,KEYFORMAT="org.w3.clearkey"`) with the KID in the
+   * URI; neither playlists nor init segments carry the key itself.
+   */
+  readonly encryption?: Encryption;
+}
+
+/**
+ * Why media could not be processed. `invalid_media` and `unsupported_codec` are final;
+ * `processing_error` is worth a retry.
+ */
+export interface MediaRejected {
+  readonly _tag: "MediaRejected";
+  readonly code: "invalid_media" | "unsupported_codec" | "processing_error";
+  readonly message: string;
+  readonly cause?: unknown;
+}
+
+/** Probes and transcodes media; owns its tools (ffmpeg, ffprobe, a packager) and scratch space. */
+export interface MediaProcessor {
+  probe(input: MediaInput): Effect.Effect<ProbedSource, MediaRejected>;
+  /**
+   * Transcodes the source into the rungs of `ladder` at or below its height, packages HLS
+   * (fMP4 segments of about 6 s, one media playlist per rendition, a master playlist) and a
+   * poster image, and hands every file to `emit`, each once, the master playlist last. Scratch
+   * files are removed whatever the outcome.
+   */
+  package(
+    input: MediaInput,
+    source: ProbedSource,
+    ladder: ReadonlyArray<Rendition>,
+    emit: (file: OutputFile) => Effect.Effect<void, StorageError>,
+    options?: PackageOptions,
+  ): Effect.Effect<PackagedOutput, MediaRejected | StorageError>;
+}

@@ -1,0 +1,94 @@
+import type { Effect, Option } from "effect";
+import type { NotFound, StorageError } from "../errors.js";
+
+/** Bytes as a stream: any async iterable of chunks (a Node stream is one). */
+export type ByteStream = AsyncIterable<Uint8Array>;
+
+export interface StoredPart {
+  readonly number: number;
+  readonly size: number;
+  /** Opaque, unquoted. */
+  readonly etag: string;
+  /** SHA-256 (hex) of the part's bytes, where the store knows it. */
+  readonly sha256: string | null;
+}
+
+export interface StoredObject {
+  readonly key: string;
+  readonly size: number;
+  readonly contentType: string;
+}
+
+export interface AssembledObject {
+  readonly size: number;
+  /** SHA-256 (hex) of the whole object, or null for a store that cannot hash while assembling. */
+  readonly sha256: string | null;
+}
+
+/** A multipart upload as the store knows it: the core's upload id and the key it will become. */
+export interface MultipartRef {
+  readonly uploadId: string;
+  readonly key: string;
+}
+
+/**
+ * Where media bytes live: multipart uploads (parts kept apart until assembled), and plain
+ * objects (origin files, renditions, posters). Keys are `/`-separated paths chosen by the core.
+ */
+export interface ObjectStore {
+  /** Prepares a multipart upload; calling it again for the same upload is harmless. */
+  createMultipart(ref: MultipartRef): Effect.Effect<void, StorageError>;
+  /** Parts stored so far, by number ascending. */
+  listParts(ref: MultipartRef): Effect.Effect<ReadonlyArray<StoredPart>, StorageError>;
+  /**
+   * Joins `parts`, in that order, into the object at `ref.key` and removes the parts.
+   * Calling it again after success answers the same object.
+   */
+  completeMultipart(
+    ref: MultipartRef,
+    parts: ReadonlyArray<number>,
+  ): Effect.Effect<AssembledObject, StorageError>;
+  /** Removes every stored part; harmless when there are none. */
+  abortMultipart(ref: MultipartRef): Effect.Effect<void, StorageError>;
+
+  /** Stores an object whole, replacing any object at the key. */
+  put(key: string, body: ByteStream | Uint8Array, contentType: string): Effect.Effect<void, StorageError>;
+  /** The object's bytes, optionally a byte range (inclusive `end`). */
+  get(
+    key: string,
+    range?: { readonly start: number; readonly end: number },
+  ): Effect.Effect<ByteStream, NotFound | StorageError>;
+  head(key: string): Effect.Effect<Option.Option<StoredObject>, StorageError>;
+  /** Objects whose key starts with `prefix`, by key ascending. */
+  list(prefix: string): Effect.Effect<ReadonlyArray<StoredObject>, StorageError>;
+  /** Removes every object under `prefix`. */
+  deletePrefix(prefix: string): Effect.Effect<void, StorageError>;
+
+  /**
+   * Optional: the store accepts part PUTs itself (GCS signed URLs). Without it the core hands out
+   * URLs of the media app, which pass the bytes to `receivePart`.
+   */
+  readonly partUploadUrl?: (
+    ref: MultipartRef,
+    part: { readonly number: number; readonly size: number },
+    expiresAt: number,
+  ) => Effect.Effect<string, StorageError>;
+  /**
+   * Optional, and required when `partUploadUrl` is absent: stores one part from a stream,
+   * refusing it (`wrong_size`) unless it is exactly `expectedSize` bytes. A part sent again
+   * replaces the earlier one.
+   */
+  readonly receivePart?: (
+    ref: MultipartRef,
+    part: { readonly number: number; readonly expectedSize: number },
+    body: ByteStream,
+  ) => Effect.Effect<StoredPart, StorageError | PartRejected>;
+  /** Optional: a local file path of the object, for tools that read files (ffmpeg). */
+  readonly localPath?: (key: string) => string;
+}
+
+export interface PartRejected {
+  readonly _tag: "PartRejected";
+  readonly reason: "wrong_size";
+  readonly received: number;
+}

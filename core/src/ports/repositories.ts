@@ -1,0 +1,146 @@
+import type { Effect, Option } from "effect";
+import type { ApiKey } from "../domain/api-key.js";
+import type { Asset, AssetStatus } from "../domain/asset.js";
+import type { PlaybackSession } from "../domain/playback-session.js";
+import type { RefreshSession, RefreshToken, RevokedReason } from "../domain/refresh-session.js";
+import type { Tenant } from "../domain/tenant.js";
+import type { UploadedPart, UploadSession } from "../domain/upload-session.js";
+import type { Identity, UserRecord } from "../domain/user.js";
+import type { Conflict, StorageError } from "../errors.js";
+import type { JobRepository } from "./job-queue.js";
+
+/**
+ * Repositories of the core. Every method is atomic on its own; several together are atomic only
+ * inside `Storage.transaction`. Tenant-owned reads take the tenant id: a row of another tenant is
+ * simply not there.
+ */
+type Op<A, E = never> = Effect.Effect<A, E | StorageError>;
+
+export interface TenantRepository {
+  insert(tenant: Tenant): Op<void>;
+  get(id: string): Op<Option.Option<Tenant>>;
+}
+
+export interface UserRepository {
+  /** Conflict when the email is taken (without regard to case). */
+  insert(user: UserRecord): Op<void, Conflict>;
+  get(tenantId: string, id: string): Op<Option.Option<UserRecord>>;
+  /** Looks across tenants, without regard to case. */
+  findByEmail(email: string): Op<Option.Option<UserRecord>>;
+  setPasswordHash(tenantId: string, id: string, passwordHash: string): Op<void>;
+  setEmailVerified(tenantId: string, id: string, verified: boolean): Op<void>;
+}
+
+export interface IdentityRepository {
+  /** Conflict when the provider account is linked already. */
+  insert(identity: Identity): Op<void, Conflict>;
+  find(provider: Identity["provider"], subject: string): Op<Option.Option<Identity>>;
+}
+
+export interface RefreshSessionRepository {
+  insertSession(session: RefreshSession): Op<void>;
+  getSession(tenantId: string, id: string): Op<Option.Option<RefreshSession>>;
+  /** Revokes one session; a revoked one keeps its first revoked_at and reason. */
+  revokeSession(tenantId: string, id: string, at: number, reason: RevokedReason): Op<void>;
+  /** Revokes every live session of the user except `exceptSessionId`. */
+  revokeUserSessions(
+    tenantId: string,
+    userId: string,
+    exceptSessionId: string | null,
+    at: number,
+    reason: RevokedReason,
+  ): Op<void>;
+  insertToken(token: RefreshToken): Op<void>;
+  /** By hash alone: the token is the credential that tells the tenant. */
+  findToken(tokenHash: string): Op<Option.Option<RefreshToken>>;
+  /**
+   * Marks the token used if, and only if, it is unused. Of two calls racing on one token exactly
+   * one gets `true`; that is what makes reuse detection hold under concurrency.
+   */
+  markTokenUsed(tokenHash: string, at: number): Op<boolean>;
+}
+
+export interface ApiKeyRepository {
+  insert(key: ApiKey): Op<void>;
+  get(tenantId: string, id: string): Op<Option.Option<ApiKey>>;
+  findByHash(keyHash: string): Op<Option.Option<ApiKey>>;
+  /** Newest first (created_at, then id, descending). */
+  list(tenantId: string, limit: number): Op<ReadonlyArray<ApiKey>>;
+  /** Sets revoked_at if it is not set yet. */
+  revoke(tenantId: string, id: string, at: number): Op<void>;
+  touch(tenantId: string, id: string, at: number): Op<void>;
+}
+
+/** A position in the newest-first order of assets: rows strictly after it come next. */
+export interface AssetKey {
+  readonly created_at: number;
+  readonly id: string;
+}
+
+export interface AssetRepository {
+  insert(asset: Asset): Op<void>;
+  get(tenantId: string, id: string): Op<Option.Option<Asset>>;
+  /** Newest first by (created_at, id) descending, strictly after `after` when given. */
+  list(
+    tenantId: string,
+    query: {
+      readonly status?: AssetStatus | undefined;
+      readonly limit: number;
+      readonly after?: AssetKey | undefined;
+    },
+  ): Op<ReadonlyArray<Asset>>;
+  /** Stores the whole asset as given (the state machine made it). */
+  update(asset: Asset): Op<void>;
+}
+
+export interface UploadRepository {
+  /** Conflict when the asset has an open (`created`) session already: at most one per asset. */
+  insert(session: UploadSession): Op<void, Conflict>;
+  get(tenantId: string, id: string): Op<Option.Option<UploadSession>>;
+  /** The session whose status is stored as created for the asset, if any (it may be past expiry). */
+  findOpen(tenantId: string, assetId: string): Op<Option.Option<UploadSession>>;
+  /** Moves a stored `created` session to `status`; false when it was not `created` any more. */
+  close(tenantId: string, id: string, status: "aborted" | "expired"): Op<boolean>;
+  /** Completes a stored `created` session; false when another call completed it first. */
+  complete(tenantId: string, id: string, at: number, parts: ReadonlyArray<UploadedPart>): Op<boolean>;
+  /** Sessions stored as created whose expiry has passed, oldest first. */
+  listExpired(now: number, limit: number): Op<ReadonlyArray<UploadSession>>;
+}
+
+export interface PlaybackSessionRepository {
+  insert(session: PlaybackSession): Op<void>;
+  get(tenantId: string, id: string): Op<Option.Option<PlaybackSession>>;
+  /** Sets ended_at if it is not set yet. */
+  end(tenantId: string, id: string, at: number): Op<void>;
+}
+
+/** An asset's content key, kept only wrapped (encrypted under the master key). */
+export interface ContentKey {
+  readonly tenant_id: string;
+  readonly asset_id: string;
+  /** Key id, 32 lowercase hex characters. */
+  readonly kid: string;
+  /** The key wrapped by the master key (base64url of iv, ciphertext and tag). */
+  readonly wrapped_key: string;
+  readonly created_at: number;
+}
+
+export interface ContentKeyRepository {
+  /** Keeps the first key of an asset: a retried processing run reuses it. */
+  insertIfAbsent(key: ContentKey): Op<ContentKey>;
+  get(tenantId: string, assetId: string): Op<Option.Option<ContentKey>>;
+}
+
+export interface Repositories {
+  readonly tenants: TenantRepository;
+  readonly users: UserRepository;
+  readonly identities: IdentityRepository;
+  readonly refreshSessions: RefreshSessionRepository;
+  readonly apiKeys: ApiKeyRepository;
+  readonly assets: AssetRepository;
+  readonly uploads: UploadRepository;
+  readonly playbackSessions: PlaybackSessionRepository;
+  readonly contentKeys: ContentKeyRepository;
+  /** Enqueues jobs in the unit of work: they exist if and only if it commits. */
+  readonly jobs: JobRepository;
+}

@@ -1,0 +1,2 @@
+export * as Requests from "./requests.js";
+export * as Resources from "./resources.js";

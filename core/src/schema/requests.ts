@@ -1,0 +1,128 @@
+import { Schema } from "effect";
+import { AssetStatus, Scope } from "./resources.js";
+
+// Validation messages never echo the value: a password must not come back in an error body.
+const msg = (message: string) => ({ message: () => message });
+
+export const Email = Schema.String.pipe(
+  Schema.maxLength(254, msg("must be at most 254 characters")),
+  Schema.pattern(/^[^\s@]+@[^\s@]+\.[^\s@]+$/, msg("must be an email address")),
+);
+
+/** Passwords chosen by a person: 8 to 256 characters (DECISIONS). */
+export const NewPassword = Schema.String.annotations(msg("must be a string")).pipe(
+  Schema.minLength(8, msg("must be at least 8 characters")),
+  Schema.maxLength(256, msg("must be at most 256 characters")),
+);
+
+/** A password presented at sign-in; bounded so a huge one cannot buy seconds of hashing. */
+export const PresentedPassword = Schema.String.annotations(msg("must be a string")).pipe(
+  Schema.maxLength(1024, msg("must be at most 1024 characters")),
+);
+
+const NonEmpty = Schema.String.pipe(Schema.minLength(1, msg("must not be empty")));
+
+export const SignupBody = Schema.Struct({
+  email: Email,
+  password: NewPassword,
+  name: Schema.optional(Schema.String.pipe(Schema.maxLength(200))),
+  tenantName: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))),
+});
+
+export const LoginBody = Schema.Struct({ email: Email, password: PresentedPassword });
+
+export const GoogleBody = Schema.Struct({ id_token: NonEmpty });
+
+export const RefreshBody = Schema.Struct({ refresh_token: NonEmpty });
+
+export const LogoutBody = Schema.Struct({ refresh_token: Schema.optional(NonEmpty) });
+
+export const PasswordChangeBody = Schema.Struct({
+  current_password: PresentedPassword,
+  new_password: NewPassword,
+});
+
+export const CreateApiKeyBody = Schema.Struct({
+  name: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64)),
+  scopes: Schema.Array(Scope).pipe(Schema.minItems(1)),
+});
+
+export const CreateAssetBody = Schema.Struct({
+  title: Schema.optional(Schema.String.pipe(Schema.maxLength(200))),
+  drm: Schema.optional(Schema.Boolean),
+});
+
+export const ListAssetsQuery = Schema.Struct({
+  status: Schema.optional(AssetStatus),
+  limit: Schema.optionalWith(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 100)), {
+    default: () => 50,
+  }),
+  cursor: Schema.optional(NonEmpty),
+});
+
+export const IdParams = Schema.Struct({ id: NonEmpty });
+
+export const Sha256Hex = Schema.String.pipe(
+  Schema.pattern(/^[0-9a-f]{64}$/, msg("must be 64 lowercase hexadecimal characters")),
+);
+
+export const StartUploadBody = Schema.Struct({
+  asset_id: NonEmpty,
+  size_bytes: Schema.Int.pipe(Schema.between(1, 107_374_182_400)),
+  sha256: Schema.optional(Sha256Hex),
+});
+
+export const CompleteUploadBody = Schema.Struct({
+  parts: Schema.optional(
+    Schema.Array(
+      Schema.Struct({
+        number: Schema.Int.pipe(Schema.greaterThanOrEqualTo(1)),
+        etag: Schema.optional(Schema.String),
+        sha256: Schema.optional(Sha256Hex),
+      }),
+    ),
+  ),
+});
+
+/** The query of a part upload URL: tenant, expiry (epoch seconds) and signature. */
+export const PartUrlQuery = Schema.Struct({
+  t: NonEmpty,
+  e: Schema.NumberFromString.pipe(Schema.int()),
+  s: NonEmpty,
+});
+
+export const PartParams = Schema.Struct({
+  id: NonEmpty,
+  number: Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 10_000)),
+});
+
+export const CreatePlaybackBody = Schema.Struct({
+  asset_id: NonEmpty,
+  ttl_seconds: Schema.optional(Schema.Int.pipe(Schema.between(60, 86_400))),
+});
+
+/** A telemetry batch; events are checked one by one afterwards (invalid ones are dropped). */
+export const TelemetryBatch = Schema.Struct({
+  token: NonEmpty,
+  player_version: Schema.optional(Schema.String.pipe(Schema.maxLength(200))),
+  events: Schema.Array(Schema.Unknown).pipe(Schema.maxItems(50, msg("must hold at most 50 events"))),
+});
+
+const optionalNumber = Schema.optional(Schema.Number.pipe(Schema.finite()));
+
+/** One event as the spec defines it; further keys are kept as they are. */
+export const TelemetryEventInput = Schema.Struct({
+  event: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64)),
+  ts_ms: Schema.Number.pipe(Schema.finite()),
+  playhead_ms: Schema.Number.pipe(Schema.finite()),
+  rendition: Schema.optional(Schema.String.pipe(Schema.maxLength(64))),
+  error_code: Schema.optional(Schema.String.pipe(Schema.maxLength(128))),
+  startup_ms: optionalNumber,
+  stall_ms: optionalNumber,
+  bitrate_kbps: optionalNumber,
+});
+
+export const ClearKeyRequest = Schema.Struct({
+  kids: Schema.Array(Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9_-]{1,64}$/))).pipe(Schema.minItems(1)),
+  type: Schema.optional(Schema.String),
+});

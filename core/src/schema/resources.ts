@@ -1,0 +1,126 @@
+import { Schema } from "effect";
+import { assetStatuses, assetVisibilities, failureCodes } from "../domain/asset.js";
+import { roles, scopes } from "../domain/scope.js";
+import { tenantPlans, tenantStatuses } from "../domain/tenant.js";
+
+/** Epoch milliseconds. */
+export const EpochMs = Schema.Int;
+
+export const Scope = Schema.Literal(...scopes);
+export const Role = Schema.Literal(...roles);
+export const AssetStatus = Schema.Literal(...assetStatuses);
+
+export const User = Schema.Struct({
+  id: Schema.String,
+  tenant_id: Schema.String,
+  email: Schema.String,
+  email_verified: Schema.Boolean,
+  name: Schema.NullOr(Schema.String),
+  role: Role,
+  created_at: EpochMs,
+}).annotations({ identifier: "User" });
+
+export const Tenant = Schema.Struct({
+  id: Schema.String,
+  slug: Schema.String,
+  name: Schema.String,
+  plan: Schema.Literal(...tenantPlans),
+  status: Schema.Literal(...tenantStatuses),
+  created_at: EpochMs,
+}).annotations({ identifier: "Tenant" });
+
+export const ApiKey = Schema.Struct({
+  id: Schema.String,
+  name: Schema.String,
+  prefix: Schema.String,
+  scopes: Schema.Array(Scope),
+  last_used_at: Schema.NullOr(EpochMs),
+  expires_at: Schema.NullOr(EpochMs),
+  revoked_at: Schema.NullOr(EpochMs),
+  created_at: EpochMs,
+}).annotations({ identifier: "ApiKey" });
+
+export const Asset = Schema.Struct({
+  id: Schema.String,
+  title: Schema.String,
+  status: AssetStatus,
+  failure_code: Schema.NullOr(Schema.Literal(...failureCodes)),
+  source_width: Schema.NullOr(Schema.Int),
+  source_height: Schema.NullOr(Schema.Int),
+  source_fps: Schema.NullOr(Schema.Number),
+  source_codec: Schema.NullOr(Schema.String),
+  source_duration_ms: Schema.NullOr(Schema.Int),
+  source_bitrate_kbps: Schema.NullOr(Schema.Int),
+  origin_size_bytes: Schema.NullOr(Schema.Int),
+  checksum_sha256: Schema.NullOr(Schema.String),
+  drm_enabled: Schema.Boolean,
+  visibility: Schema.Literal(...assetVisibilities),
+  published_at: Schema.NullOr(EpochMs),
+  created_at: EpochMs,
+}).annotations({ identifier: "Asset" });
+
+/** The token fields of signup, login, google and refresh responses. */
+export const TokenFields = {
+  access_token: Schema.String,
+  refresh_token: Schema.String,
+  token_type: Schema.Literal("bearer"),
+  /** Seconds. */
+  expires_in: Schema.Int,
+};
+export const Tokens = Schema.Struct(TokenFields).annotations({ identifier: "Tokens" });
+export type Tokens = typeof Tokens.Type;
+
+export const ErrorBody = Schema.Struct({
+  error: Schema.String,
+  code: Schema.String,
+  message: Schema.String,
+  details: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
+}).annotations({ identifier: "Error" });
+
+const PartUrl = Schema.Struct({ number: Schema.Int, url: Schema.String });
+
+/** The upload session fields every response carries. */
+const UploadFields = {
+  id: Schema.String,
+  asset_id: Schema.String,
+  part_size: Schema.Int,
+  part_count: Schema.Int,
+  size_bytes: Schema.Int,
+  expires_at: EpochMs,
+};
+
+const UploadState = {
+  status: Schema.Literal("created", "completed", "aborted", "expired"),
+  created_at: EpochMs,
+  completed_at: Schema.NullOr(EpochMs),
+};
+
+export const UploadStarted = Schema.Struct({ ...UploadFields, parts: Schema.Array(PartUrl) }).annotations({
+  identifier: "UploadStarted",
+});
+
+export const UploadResumed = Schema.Struct({
+  ...UploadFields,
+  ...UploadState,
+  uploaded_parts: Schema.Array(Schema.Struct({ number: Schema.Int, size: Schema.Int, etag: Schema.String })),
+  missing_part_urls: Schema.Array(PartUrl),
+}).annotations({ identifier: "UploadResumed" });
+
+export const UploadSession = Schema.Struct({ ...UploadFields, ...UploadState }).annotations({
+  identifier: "UploadSession",
+});
+
+export const PlaybackCreated = Schema.Struct({
+  session: Schema.Struct({
+    id: Schema.String,
+    asset_id: Schema.String,
+    expires_at: EpochMs,
+    drm: Schema.Boolean,
+  }),
+  token: Schema.String,
+  urls: Schema.Struct({
+    manifest: Schema.String,
+    telemetry: Schema.String,
+    entitlement: Schema.optional(Schema.String),
+  }),
+}).annotations({ identifier: "PlaybackSessionCreated" });

@@ -1,0 +1,51 @@
+import type { Clock } from "./ports/clock.js";
+import type { IdentityVerifier } from "./ports/identity-verifier.js";
+import type { Ids } from "./ports/ids.js";
+import type { JobQueue } from "./ports/job-queue.js";
+import type { MediaProcessor } from "./ports/media-processor.js";
+import type { ObjectStore } from "./ports/object-store.js";
+import type { PasswordHasher } from "./ports/password-hasher.js";
+import type { RateLimiter } from "./ports/rate-limiter.js";
+import type { RevocationStore } from "./ports/revocation-store.js";
+import type { Storage } from "./ports/storage.js";
+import type { TelemetrySink } from "./ports/telemetry-sink.js";
+import type { TokenSigner } from "./ports/token-signer.js";
+
+/**
+ * inversify service identifiers of every port, as global symbols so that adapter packages bind
+ * them without a shared instance of this module.
+ */
+export const Tokens = {
+  Clock: Symbol.for("vod.Clock"),
+  Ids: Symbol.for("vod.Ids"),
+  Storage: Symbol.for("vod.Storage"),
+  PasswordHasher: Symbol.for("vod.PasswordHasher"),
+  TokenSigner: Symbol.for("vod.TokenSigner"),
+  IdentityVerifier: Symbol.for("vod.IdentityVerifier"),
+  RateLimiter: Symbol.for("vod.RateLimiter"),
+  ObjectStore: Symbol.for("vod.ObjectStore"),
+  JobQueue: Symbol.for("vod.JobQueue"),
+  MediaProcessor: Symbol.for("vod.MediaProcessor"),
+  RevocationStore: Symbol.for("vod.RevocationStore"),
+  TelemetrySink: Symbol.for("vod.TelemetrySink"),
+  Config: Symbol.for("vod.Config"),
+  Vod: Symbol.for("vod.Vod"),
+} as const;
+
+/** The ports `createVod` needs. */
+export interface VodPorts {
+  readonly clock: Clock;
+  readonly ids: Ids;
+  readonly storage: Storage;
+  readonly passwordHasher: PasswordHasher;
+  readonly tokenSigner: TokenSigner;
+  readonly identityVerifier: IdentityVerifier;
+  readonly rateLimiter: RateLimiter;
+  readonly objectStore: ObjectStore;
+  readonly revocationStore: RevocationStore;
+  readonly telemetrySink: TelemetrySink;
+  /** Only processes that run jobs need it; the API enqueues through `Storage`. */
+  readonly jobQueue?: JobQueue | undefined;
+  /** Only processes that run processing jobs need it. */
+  readonly mediaProcessor?: MediaProcessor | undefined;
+}

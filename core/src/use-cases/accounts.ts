@@ -1,0 +1,327 @@
+import { Effect, Option } from "effect";
+import type { VodConfig } from "../config.js";
+import { refreshTokenState } from "../domain/refresh-session.js";
+import { defaultTenantName, slugify, type Tenant } from "../domain/tenant.js";
+import { normalizeEmail, publicUser, type User, type UserRecord } from "../domain/user.js";
+import { Conflict, Forbidden, type InternalError, type StorageError, Unauthorized } from "../errors.js";
+import type { VerifiedIdentity } from "../ports/identity-verifier.js";
+import type { Repositories } from "../ports/repositories.js";
+import type { Requests, Resources } from "../schema/index.js";
+import type { VodPorts } from "../tokens.js";
+import type { AccessClaims, Principal } from "./authenticate.js";
+import { enforceRate, randomBase36, randomBase62, sha256Hex } from "./support.js";
+
+type SignupInput = typeof Requests.SignupBody.Type;
+type LoginInput = typeof Requests.LoginBody.Type;
+type PasswordChangeInput = typeof Requests.PasswordChangeBody.Type;
+
+export interface SignedIn extends Resources.Tokens {
+  readonly user: User;
+}
+
+const FIFTEEN_MINUTES = 15 * 60 * 1000;
+
+export const makeAccounts = (ports: VodPorts, config: VodConfig) => {
+  const { clock, ids, storage, passwordHasher, tokenSigner, identityVerifier, rateLimiter } = ports;
+
+  // Login answers "no such user" after as much hashing work as "wrong password" would cost.
+  const dummyHash = Effect.runSync(Effect.cached(passwordHasher.hash("not-a-real-password-0000")));
+
+  const newTenant = (name: string, now: number): Tenant => ({
+    id: ids.id("tenant"),
+    slug: `${slugify(name)}-${randomBase36(ids, 6)}`,
+    name,
+    plan: "free",
+    status: "active",
+    created_at: now,
+  });
+
+  /** Opens a new refresh session (token family) with its first pair. */
+  const openSession = (tx: Repositories, user: User, now: number) =>
+    Effect.gen(function* () {
+      const sessionId = ids.id("session");
+      yield* tx.refreshSessions.insertSession({
+        id: sessionId,
+        tenant_id: user.tenant_id,
+        user_id: user.id,
+        created_at: now,
+        revoked_at: null,
+        revoked_reason: null,
+      });
+      return yield* issuePair(tx, user, sessionId, now);
+    });
+
+  /** A new access token and refresh token in an existing session. */
+  const issuePair = (tx: Repositories, user: User, sessionId: string, now: number) =>
+    Effect.gen(function* () {
+      const refreshToken = `vrt_${randomBase62(ids, 43)}`;
+      yield* tx.refreshSessions.insertToken({
+        token_hash: sha256Hex(refreshToken),
+        session_id: sessionId,
+        tenant_id: user.tenant_id,
+        user_id: user.id,
+        created_at: now,
+        expires_at: now + config.refreshTokenTtlMs,
+        used_at: null,
+      });
+      const claims: AccessClaims & Record<string, string> = {
+        sub: user.id,
+        tid: user.tenant_id,
+        sid: sessionId,
+      };
+      const accessToken = yield* tokenSigner.sign("access", claims, {
+        issuedAt: now,
+        expiresAt: now + config.accessTokenTtlSeconds * 1000,
+      });
+      return {
+        access_token: accessToken,
+        refresh_token: refreshToken,
+        token_type: "bearer" as const,
+        expires_in: config.accessTokenTtlSeconds,
+      };
+    });
+
+  const limitAuthByIp = (clientIp: string) =>
+    enforceRate(
+      rateLimiter,
+      `auth:ip:${clientIp}`,
+      { limit: config.rateLimits.authPerIpPerMinute, windowMs: 60_000 },
+      clock.now(),
+    );
+
+  const requireActiveTenant = (tenantId: string) =>
+    Effect.flatMap(storage.tenants.get(tenantId), (tenant) =>
+      Option.isSome(tenant) && tenant.value.status === "active"
+        ? Effect.succeed(tenant.value)
+        : Effect.fail(new Forbidden({ message: "tenant is suspended" })),
+    );
+
+  /** A new tenant with its owner, and a first session: one transaction. */
+  const createAccount = (input: {
+    email: string;
+    emailVerified: boolean;
+    passwordHash: string | null;
+    name: string | null;
+    tenantName: string;
+    identity?: VerifiedIdentity;
+  }) =>
+    Effect.gen(function* () {
+      const now = clock.now();
+      const tenant = newTenant(input.tenantName, now);
+      const user: UserRecord = {
+        id: ids.id("user"),
+        tenant_id: tenant.id,
+        email: input.email.trim(),
+        email_verified: input.emailVerified,
+        name: input.name,
+        role: "owner",
+        created_at: now,
+        password_hash: input.passwordHash,
+      };
+      const identity = input.identity;
+      const tokens = yield* storage.transaction((tx) =>
+        Effect.gen(function* () {
+          yield* tx.tenants.insert(tenant);
+          yield* tx.users.insert(user);
+          if (identity)
+            yield* tx.identities.insert({
+              provider: identity.provider,
+              subject: identity.subject,
+              user_id: user.id,
+              tenant_id: tenant.id,
+              created_at: now,
+            });
+          return yield* openSession(tx, user, now);
+        }),
+      );
+      return { user: publicUser(user), tenant, tokens };
+    });
+
+  const signIn = (user: UserRecord) =>
+    Effect.gen(function* () {
+      yield* requireActiveTenant(user.tenant_id);
+      const tokens = yield* storage.transaction((tx) => openSession(tx, publicUser(user), clock.now()));
+      return { user: publicUser(user), ...tokens };
+    });
+
+  const signup = (input: SignupInput, clientIp: string) =>
+    Effect.gen(function* () {
+      yield* limitAuthByIp(clientIp);
+      const existing = yield* storage.users.findByEmail(input.email);
+      if (Option.isSome(existing)) return yield* Effect.fail(emailTaken());
+      const passwordHash = yield* passwordHasher.hash(input.password);
+      const { user, tenant, tokens } = yield* createAccount({
+        email: input.email,
+        emailVerified: false,
+        passwordHash,
+        name: input.name ?? null,
+        tenantName: input.tenantName ?? defaultTenantName(input.email),
+      });
+      return { user, tenant, ...tokens };
+    });
+
+  const login = (input: LoginInput, clientIp: string) =>
+    Effect.gen(function* () {
+      yield* limitAuthByIp(clientIp);
+      yield* enforceRate(
+        rateLimiter,
+        `login:email:${normalizeEmail(input.email)}`,
+        { limit: config.rateLimits.loginPerEmailPer15Minutes, windowMs: FIFTEEN_MINUTES },
+        clock.now(),
+      );
+      const found = yield* storage.users.findByEmail(input.email);
+      const hash =
+        Option.isSome(found) && found.value.password_hash !== null ? found.value.password_hash : null;
+      const ok = yield* passwordHasher.verify(hash ?? (yield* dummyHash), input.password);
+      if (!ok || hash === null || Option.isNone(found))
+        return yield* Effect.fail(new Unauthorized({ message: "invalid email or password" }));
+      return yield* signIn(found.value);
+    });
+
+  const google = (idToken: string, clientIp: string) =>
+    Effect.gen(function* () {
+      yield* limitAuthByIp(clientIp);
+      const identity = yield* identityVerifier.verify(idToken);
+      const linked = yield* storage.identities.find(identity.provider, identity.subject);
+      if (Option.isSome(linked)) {
+        const user = yield* storage.users.get(linked.value.tenant_id, linked.value.user_id);
+        if (Option.isNone(user))
+          return yield* Effect.fail(new Unauthorized({ message: "account no longer exists" }));
+        return { ...(yield* signIn(user.value)), created: false };
+      }
+      const existing = yield* storage.users.findByEmail(identity.email);
+      if (Option.isSome(existing)) {
+        // Linking hands the account to whoever controls the provider account: only when the
+        // provider vouches for the email.
+        if (!identity.email_verified)
+          return yield* Effect.fail(
+            new Conflict({
+              message: "an account with this email exists and the provider has not verified the email",
+            }),
+          );
+        const user = existing.value;
+        yield* storage.transaction((tx) =>
+          Effect.gen(function* () {
+            yield* tx.identities.insert({
+              provider: identity.provider,
+              subject: identity.subject,
+              user_id: user.id,
+              tenant_id: user.tenant_id,
+              created_at: clock.now(),
+            });
+            if (!user.email_verified) yield* tx.users.setEmailVerified(user.tenant_id, user.id, true);
+          }),
+        );
+        return { ...(yield* signIn({ ...user, email_verified: true })), created: false };
+      }
+      const { user, tokens } = yield* createAccount({
+        email: identity.email,
+        emailVerified: identity.email_verified,
+        passwordHash: null,
+        name: identity.name,
+        tenantName: defaultTenantName(identity.email),
+        identity,
+      });
+      return { user, ...tokens, created: true };
+    });
+
+  const refresh = (refreshToken: string, clientIp: string) =>
+    Effect.gen(function* () {
+      yield* limitAuthByIp(clientIp);
+      const now = clock.now();
+      const hash = sha256Hex(refreshToken);
+      const rejected = (message: string) => new Unauthorized({ message });
+      const token = yield* storage.refreshSessions.findToken(hash);
+      if (Option.isNone(token)) return yield* Effect.fail(rejected("invalid refresh token"));
+      const session = yield* storage.refreshSessions.getSession(
+        token.value.tenant_id,
+        token.value.session_id,
+      );
+      if (Option.isNone(session) || session.value.revoked_at !== null)
+        return yield* Effect.fail(rejected("session has ended"));
+      const state = refreshTokenState(token.value, now);
+      if (state === "expired") return yield* Effect.fail(rejected("refresh token expired"));
+      const user = yield* storage.users.get(token.value.tenant_id, token.value.user_id);
+      if (Option.isNone(user)) return yield* Effect.fail(rejected("account no longer exists"));
+      yield* requireActiveTenant(user.value.tenant_id);
+      // The rotation and the new pair commit together; a lost race on markTokenUsed is reuse,
+      // and the revocation it causes must commit even though the call then fails.
+      const outcome =
+        state === "invalidated"
+          ? ("reused" as const)
+          : yield* storage.transaction((tx) =>
+              Effect.gen(function* () {
+                if (!(yield* tx.refreshSessions.markTokenUsed(hash, now))) return "reused" as const;
+                return yield* issuePair(tx, publicUser(user.value), token.value.session_id, now);
+              }),
+            );
+      if (outcome === "reused") {
+        yield* storage.refreshSessions.revokeSession(
+          token.value.tenant_id,
+          token.value.session_id,
+          now,
+          "reuse_detected",
+        );
+        return yield* Effect.fail(rejected("refresh token was already used; the session is revoked"));
+      }
+      return outcome;
+    });
+
+  const logout = (principal: Principal & { kind: "user" }, refreshToken: string | undefined) =>
+    Effect.gen(function* () {
+      const now = clock.now();
+      yield* storage.refreshSessions.revokeSession(principal.tenant.id, principal.sessionId, now, "logout");
+      if (refreshToken === undefined) return;
+      const token = yield* storage.refreshSessions.findToken(sha256Hex(refreshToken));
+      // Only the caller's own sessions: a stranger's token in the body must not end their session.
+      if (Option.isSome(token) && token.value.user_id === principal.user.id)
+        yield* storage.refreshSessions.revokeSession(
+          token.value.tenant_id,
+          token.value.session_id,
+          now,
+          "logout",
+        );
+    });
+
+  const changePassword = (principal: Principal & { kind: "user" }, input: PasswordChangeInput) =>
+    Effect.gen(function* () {
+      const user = yield* storage.users.get(principal.tenant.id, principal.user.id);
+      const hash = Option.isSome(user) ? user.value.password_hash : null;
+      const ok = yield* passwordHasher.verify(hash ?? (yield* dummyHash), input.current_password);
+      if (!ok || hash === null)
+        return yield* Effect.fail(new Unauthorized({ message: "current password is wrong" }));
+      const newHash = yield* passwordHasher.hash(input.new_password);
+      const now = clock.now();
+      yield* storage.transaction((tx) =>
+        Effect.gen(function* () {
+          yield* tx.users.setPasswordHash(principal.tenant.id, principal.user.id, newHash);
+          yield* tx.refreshSessions.revokeUserSessions(
+            principal.tenant.id,
+            principal.user.id,
+            principal.sessionId,
+            now,
+            "password_changed",
+          );
+        }),
+      );
+    });
+
+  const me = (principal: Principal) =>
+    principal.kind === "user"
+      ? {
+          auth: { kind: "user" as const, role: principal.role },
+          user: principal.user,
+          tenant: principal.tenant,
+        }
+      : {
+          auth: { kind: "api_key" as const, key_id: principal.keyId, scopes: [principal.scope] },
+          tenant: principal.tenant,
+        };
+
+  return { signup, login, google, refresh, logout, changePassword, me };
+};
+
+const emailTaken = () => new Conflict({ message: "an account with this email already exists" });
+
+export type Accounts = ReturnType<typeof makeAccounts>;
+export type AccountsError = Conflict | Unauthorized | Forbidden | InternalError | StorageError;

@@ -1,0 +1,65 @@
+import { createHash, createHmac, timingSafeEqual } from "node:crypto";
+import { Effect, Option } from "effect";
+import { NotFound, RateLimited, type StorageError } from "../errors.js";
+import type { Ids } from "../ports/ids.js";
+import type { RateLimiter, RateRule } from "../ports/rate-limiter.js";
+
+const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+const BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz";
+
+/** Uniform random characters from `alphabet` by rejection sampling (no modulo bias). */
+const randomString = (ids: Ids, alphabet: string, length: number): string => {
+  const limit = 256 - (256 % alphabet.length);
+  let out = "";
+  while (out.length < length) {
+    for (const byte of ids.randomBytes(length * 2)) {
+      if (byte < limit) out += alphabet[byte % alphabet.length];
+      if (out.length === length) break;
+    }
+  }
+  return out;
+};
+
+export const randomBase62 = (ids: Ids, length: number) => randomString(ids, BASE62, length);
+export const randomBase36 = (ids: Ids, length: number) => randomString(ids, BASE36, length);
+
+export const sha256Hex = (value: string): string => createHash("sha256").update(value).digest("hex");
+
+export const hmacBase64Url = (key: Uint8Array, value: string): string =>
+  createHmac("sha256", key).update(value).digest("base64url");
+
+export const constantTimeEqual = (a: string, b: string): boolean => {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+};
+
+/** The value of an Option, or NotFound naming what was looked for. */
+export const orNotFound =
+  (what: string) =>
+  <A, E, R>(self: Effect.Effect<Option.Option<A>, E, R>): Effect.Effect<A, E | NotFound, R> =>
+    Effect.flatMap(
+      self,
+      Option.match({
+        onNone: () => Effect.fail(new NotFound({ message: `${what} not found` })),
+        onSome: Effect.succeed,
+      }),
+    );
+
+/** Records a hit and fails with RateLimited (carrying Retry-After seconds) when over the rule. */
+export const enforceRate = (
+  limiter: RateLimiter,
+  key: string,
+  rule: RateRule,
+  now: number,
+): Effect.Effect<void, RateLimited | StorageError> =>
+  Effect.flatMap(limiter.hit(key, rule, now), (decision) =>
+    decision.allowed
+      ? Effect.void
+      : Effect.fail(
+          new RateLimited({
+            message: "too many requests; retry later",
+            retryAfterSeconds: Math.max(1, Math.ceil(decision.retryAfterMs / 1000)),
+          }),
+        ),
+  );

@@ -1,0 +1,57 @@
+import { defaultConfig, type VodConfig } from "./config.js";
+import type { VodPorts } from "./tokens.js";
+import { makeAccounts } from "./use-cases/accounts.js";
+import { makeApiKeys } from "./use-cases/api-keys.js";
+import { makeAssets } from "./use-cases/assets.js";
+import { makeAuthenticate } from "./use-cases/authenticate.js";
+import { makePlayback } from "./use-cases/playback.js";
+import { makeProcessing } from "./use-cases/processing.js";
+import { makeUploads } from "./use-cases/uploads.js";
+
+export type VodConfigInput = Partial<Omit<VodConfig, "rateLimits" | "processing">> & {
+  readonly rateLimits?: Partial<VodConfig["rateLimits"]>;
+  readonly processing?: Partial<VodConfig["processing"]>;
+};
+
+/** The platform's use cases over a set of ports: what a host or an embedder calls. */
+export interface Vod {
+  readonly config: VodConfig;
+  readonly ports: VodPorts;
+  readonly authenticate: ReturnType<typeof makeAuthenticate>;
+  readonly accounts: ReturnType<typeof makeAccounts>;
+  readonly apiKeys: ReturnType<typeof makeApiKeys>;
+  readonly assets: ReturnType<typeof makeAssets>;
+  readonly uploads: ReturnType<typeof makeUploads>;
+  readonly processing: ReturnType<typeof makeProcessing>;
+  readonly playback: ReturnType<typeof makePlayback>;
+}
+
+export const resolveConfig = (ports: VodPorts, input: VodConfigInput = {}): VodConfig => {
+  const base = defaultConfig({
+    cursorSecret: input.cursorSecret ?? ports.ids.randomBytes(32),
+    uploadUrlSecret: input.uploadUrlSecret ?? ports.ids.randomBytes(32),
+    drmMasterKey: input.drmMasterKey ?? ports.ids.randomBytes(32),
+  });
+  return {
+    ...base,
+    ...input,
+    rateLimits: { ...base.rateLimits, ...input.rateLimits },
+    processing: { ...base.processing, ...input.processing },
+  };
+};
+
+/** For embedders without a DI container: the whole platform from plain port objects. */
+export const createVod = (ports: VodPorts, configInput?: VodConfigInput): Vod => {
+  const config = resolveConfig(ports, configInput);
+  return {
+    config,
+    ports,
+    authenticate: makeAuthenticate(ports),
+    accounts: makeAccounts(ports, config),
+    apiKeys: makeApiKeys(ports),
+    assets: makeAssets(ports, config),
+    uploads: makeUploads(ports, config),
+    processing: makeProcessing(ports, config),
+    playback: makePlayback(ports, config),
+  };
+};

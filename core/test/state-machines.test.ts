@@ -1,0 +1,270 @@
+import {
+  type ApiKey,
+  type Asset,
+  type AssetEvent,
+  IllegalTransition,
+  newAssetDraft,
+  type PlaybackSession,
+  playbackSessionState,
+  type RefreshSession,
+  type RefreshToken,
+  refreshTokenState,
+  transitionApiKey,
+  transitionAsset,
+  transitionPlaybackSession,
+  transitionRefreshSession,
+  transitionRefreshToken,
+  transitionUpload,
+  type UploadEvent,
+  type UploadSession,
+  type UploadStatus,
+  uploadStatus,
+} from "@vod/core";
+import { Either } from "effect";
+import { describe, expect, it } from "vitest";
+
+const NOW = Date.UTC(2026, 5, 1);
+const right = <A>(e: Either.Either<A, IllegalTransition>): A => {
+  if (Either.isLeft(e)) throw new Error(`expected a legal move, got ${JSON.stringify(e.left)}`);
+  return e.right;
+};
+const left = <A>(e: Either.Either<A, IllegalTransition>) => {
+  expect(Either.isLeft(e)).toBe(true);
+  return Either.isLeft(e) ? e.left : undefined;
+};
+
+describe("asset", () => {
+  const draft = newAssetDraft({ id: "ast_1", tenant_id: "tnt_1", now: NOW });
+  const source = {
+    source_width: 1920,
+    source_height: 1080,
+    source_fps: 29.97,
+    source_codec: "h264",
+    source_duration_ms: 10_000,
+    source_bitrate_kbps: 4_000,
+  };
+  const at = (status: Asset["status"]): Asset => ({ ...draft, status });
+
+  it("POST /v1/assets: a draft is pending, private, titled Untitled, with every source fact null", () => {
+    expect(draft).toMatchObject({
+      status: "pending",
+      visibility: "private",
+      title: "Untitled",
+      drm_enabled: false,
+      failure_code: null,
+      origin_size_bytes: null,
+      checksum_sha256: null,
+      published_at: null,
+      source_width: null,
+      source_height: null,
+      source_fps: null,
+      source_codec: null,
+      source_duration_ms: null,
+      source_bitrate_kbps: null,
+    });
+    expect(newAssetDraft({ id: "a", tenant_id: "t", now: NOW, drm: true, title: "x" })).toMatchObject({
+      drm_enabled: true,
+      title: "x",
+    });
+  });
+
+  it("upload completed: pending -> uploaded with origin facts, source_* still null", () => {
+    const next = right(
+      transitionAsset(draft, { type: "upload_completed", origin_size_bytes: 9, checksum_sha256: "ab" }, NOW),
+    );
+    expect(next).toMatchObject({
+      status: "uploaded",
+      origin_size_bytes: 9,
+      checksum_sha256: "ab",
+      source_width: null,
+    });
+  });
+
+  it("processing: uploaded -> processing -> ready with source facts, or failed with a code", () => {
+    const processing = right(transitionAsset(at("uploaded"), { type: "processing_started" }, NOW));
+    expect(processing.status).toBe("processing");
+    expect(right(transitionAsset(processing, { type: "processing_succeeded", source }, NOW))).toMatchObject({
+      status: "ready",
+      ...source,
+    });
+    expect(
+      right(transitionAsset(processing, { type: "processing_failed", failure_code: "invalid_media" }, NOW)),
+    ).toMatchObject({ status: "failed", failure_code: "invalid_media" });
+  });
+
+  it("a job picked up again after a crash may restart processing", () => {
+    expect(right(transitionAsset(at("processing"), { type: "processing_started" }, NOW)).status).toBe(
+      "processing",
+    );
+  });
+
+  const events: Record<AssetEvent["type"], AssetEvent> = {
+    upload_completed: { type: "upload_completed", origin_size_bytes: 1, checksum_sha256: "x" },
+    processing_started: { type: "processing_started" },
+    processing_succeeded: { type: "processing_succeeded", source },
+    processing_failed: { type: "processing_failed", failure_code: "processing_error" },
+  };
+  const legal: Record<Asset["status"], ReadonlyArray<AssetEvent["type"]>> = {
+    pending: ["upload_completed"],
+    uploaded: ["processing_started", "processing_failed"],
+    processing: ["processing_started", "processing_succeeded", "processing_failed"],
+    ready: [],
+    failed: [],
+  };
+  for (const [status, allowed] of Object.entries(legal) as Array<[Asset["status"], AssetEvent["type"][]]>)
+    for (const event of Object.values(events).filter((e) => !allowed.includes(e.type)))
+      it(`refuses ${event.type} on a ${status} asset`, () => {
+        expect(left(transitionAsset(at(status), event, NOW))).toMatchObject({
+          subject: "asset",
+          from: status,
+          event: event.type,
+        });
+      });
+});
+
+describe("upload session", () => {
+  const session: UploadSession = {
+    id: "upl_1",
+    tenant_id: "tnt_1",
+    asset_id: "ast_1",
+    status: "created",
+    part_size: 8 * 1024 * 1024,
+    part_count: 3,
+    size_bytes: 20 * 1024 * 1024,
+    sha256: null,
+    expires_at: NOW + 1000,
+    created_at: NOW,
+    completed_at: null,
+    completed_parts: null,
+  };
+  const at = (status: UploadStatus): UploadSession => ({ ...session, status });
+
+  it("reads as expired once past expires_at, whatever is stored", () => {
+    expect(uploadStatus(session, NOW)).toBe("created");
+    expect(uploadStatus(session, NOW + 1000)).toBe("expired");
+    expect(uploadStatus(at("completed"), NOW + 5000)).toBe("completed");
+  });
+
+  it("complete: created -> completed with completed_at; completing again changes nothing", () => {
+    const done = right(transitionUpload(session, { type: "complete" }, NOW + 10));
+    expect(done).toMatchObject({ status: "completed", completed_at: NOW + 10 });
+    expect(right(transitionUpload(done, { type: "complete" }, NOW + 20))).toBe(done);
+  });
+
+  it("abort: created -> aborted; aborted and expired sessions abort again", () => {
+    expect(right(transitionUpload(session, { type: "abort" }, NOW)).status).toBe("aborted");
+    expect(right(transitionUpload(at("aborted"), { type: "abort" }, NOW)).status).toBe("aborted");
+    expect(right(transitionUpload(session, { type: "abort" }, NOW + 1000)).status).toBe("expired");
+  });
+
+  it("expire: created -> expired", () => {
+    expect(right(transitionUpload(session, { type: "expire" }, NOW + 1000)).status).toBe("expired");
+  });
+
+  const illegal: Array<[UploadStatus, UploadEvent["type"], number]> = [
+    ["aborted", "complete", NOW],
+    ["created", "complete", NOW + 1000],
+    ["expired", "complete", NOW],
+    ["completed", "abort", NOW],
+    ["completed", "expire", NOW],
+    ["aborted", "expire", NOW],
+  ];
+  for (const [status, event, when] of illegal)
+    it(`refuses ${event} on a ${when > NOW ? "timed-out" : status} session`, () => {
+      expect(left(transitionUpload(at(status), { type: event } as UploadEvent, when))?.subject).toBe(
+        "upload",
+      );
+    });
+});
+
+describe("refresh token and session", () => {
+  const token: RefreshToken = {
+    token_hash: "h",
+    session_id: "ses_1",
+    tenant_id: "tnt_1",
+    user_id: "usr_1",
+    created_at: NOW,
+    expires_at: NOW + 1000,
+    used_at: null,
+  };
+
+  it("refresh: valid -> invalidated", () => {
+    expect(refreshTokenState(token, NOW)).toBe("valid");
+    const used = right(transitionRefreshToken(token, { type: "rotate" }, NOW + 1));
+    expect(used.used_at).toBe(NOW + 1);
+    expect(refreshTokenState(used, NOW + 2)).toBe("invalidated");
+  });
+
+  it("an invalidated token cannot rotate again (that is reuse)", () => {
+    const used = { ...token, used_at: NOW };
+    expect(left(transitionRefreshToken(used, { type: "rotate" }, NOW))).toBeInstanceOf(IllegalTransition);
+  });
+
+  it("an expired token cannot rotate", () => {
+    expect(refreshTokenState(token, NOW + 1000)).toBe("expired");
+    expect(left(transitionRefreshToken(token, { type: "rotate" }, NOW + 1000))?.from).toBe("expired");
+  });
+
+  it("a session revokes once and keeps its first reason", () => {
+    const session: RefreshSession = {
+      id: "ses_1",
+      tenant_id: "tnt_1",
+      user_id: "usr_1",
+      created_at: NOW,
+      revoked_at: null,
+      revoked_reason: null,
+    };
+    const revoked = right(
+      transitionRefreshSession(session, { type: "revoke", reason: "reuse_detected" }, NOW + 1),
+    );
+    expect(revoked).toMatchObject({ revoked_at: NOW + 1, revoked_reason: "reuse_detected" });
+    expect(right(transitionRefreshSession(revoked, { type: "revoke", reason: "logout" }, NOW + 2))).toBe(
+      revoked,
+    );
+  });
+});
+
+describe("API key", () => {
+  const key: ApiKey = {
+    id: "key_1",
+    tenant_id: "tnt_1",
+    name: "ci",
+    prefix: "vod_abcdefgh",
+    scopes: ["write"],
+    key_hash: "h",
+    last_used_at: null,
+    expires_at: null,
+    revoked_at: null,
+    created_at: NOW,
+  };
+
+  it("revoke: active -> revoked with revoked_at; revoking again keeps the first revoked_at", () => {
+    const revoked = right(transitionApiKey(key, { type: "revoke" }, NOW + 5));
+    expect(revoked.revoked_at).toBe(NOW + 5);
+    expect(right(transitionApiKey(revoked, { type: "revoke" }, NOW + 9)).revoked_at).toBe(NOW + 5);
+  });
+});
+
+describe("playback session", () => {
+  const session: PlaybackSession = {
+    id: "pbs_1",
+    tenant_id: "tnt_1",
+    asset_id: "ast_1",
+    drm: false,
+    expires_at: NOW + 1000,
+    created_at: NOW,
+    ended_at: null,
+  };
+
+  it("DELETE: active -> ended; ending again changes nothing", () => {
+    expect(playbackSessionState(session, NOW)).toBe("active");
+    const ended = right(transitionPlaybackSession(session, { type: "end" }, NOW + 1));
+    expect(playbackSessionState(ended, NOW + 1)).toBe("ended");
+    expect(right(transitionPlaybackSession(ended, { type: "end" }, NOW + 2))).toBe(ended);
+  });
+
+  it("an expired session reads as expired and may still be ended", () => {
+    expect(playbackSessionState(session, NOW + 1000)).toBe("expired");
+    expect(right(transitionPlaybackSession(session, { type: "end" }, NOW + 1000)).ended_at).toBe(NOW + 1000);
+  });
+});

@@ -1,0 +1,56 @@
+import { type Operation, openApiDocument, operations, type Vod } from "@vod/core";
+import express, { type Express } from "express";
+import { bodyErrors, handle, internalError, notFound, requestLog, requireJsonBody } from "./http.js";
+import type { Logger } from "./logger.js";
+
+export interface ApiAppOptions {
+  readonly vod: Vod;
+  readonly logger: Logger;
+  readonly trustProxy?: boolean;
+  readonly baseUrl?: string;
+  /** Routers mounted before the API's own routes (the media app's part uploads). */
+  readonly routes?: ReadonlyArray<express.Router>;
+  readonly operations?: ReadonlyArray<Operation>;
+}
+
+const methods = { GET: "get", POST: "post", DELETE: "delete" } as const;
+
+/** The API app ({base_url}): every operation of the catalog behind the one generic handler. */
+export const createApiApp = ({
+  vod,
+  logger,
+  trustProxy = false,
+  baseUrl,
+  routes = [],
+  operations: ops = operations,
+}: ApiAppOptions): Express => {
+  const app = express();
+  app.disable("x-powered-by");
+  app.set("trust proxy", trustProxy);
+  app.set("etag", false);
+  app.use(requestLog(logger));
+  app.use((_req, res, next) => {
+    res.setHeader("x-content-type-options", "nosniff");
+    res.setHeader("cache-control", "no-store");
+    next();
+  });
+  app.get("/healthz", (_req, res) => {
+    res.json({ status: "ok" });
+  });
+  for (const router of routes) app.use(router);
+  // Generated once from the schemas that validate and encode every operation.
+  const openApi = openApiDocument(ops, { title: "VOD platform API", version: "1.0.0", serverUrl: baseUrl });
+  app.get("/v1/openapi.json", (_req, res) => {
+    res.json(openApi);
+  });
+  // Bodies are parsed on the operations' routes only: an unknown route is 404 whatever it carries.
+  const parseBody = [
+    requireJsonBody,
+    express.json({ limit: "64kb", type: ["application/json", "application/*+json"] }),
+    bodyErrors,
+  ];
+  for (const op of ops) app[methods[op.method]](op.path, ...parseBody, handle(vod, op));
+  app.use(notFound);
+  app.use(internalError);
+  return app;
+};

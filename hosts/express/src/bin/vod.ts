@@ -1,0 +1,107 @@
+#!/usr/bin/env node
+import { migrate } from "@vod/adapter-postgres";
+import { composeVod, openDatabase } from "../compose.js";
+import { ConfigError, loadConfig } from "../config.js";
+import { createLogger, type Logger } from "../logger.js";
+import { startHost } from "../server.js";
+import { startWorker } from "../worker.js";
+
+const usage = `usage: vod <command>
+
+commands:
+  serve     serve the API on PORT (default 8080) until SIGTERM or SIGINT
+  worker    run processing jobs (and nothing else) until SIGTERM; needs VOD_DATABASE_URL
+  migrate   apply database migrations (also applied by serve at start; safe to run concurrently)
+`;
+
+const migrateCommand = async () => {
+  const config = loadConfig();
+  if (config.storage === "memory") {
+    console.log("vod migrate: VOD_STORAGE=memory keeps nothing; nothing to migrate");
+    return;
+  }
+  const db = await openDatabase(config);
+  try {
+    const applied = await migrate(db);
+    console.log(
+      applied.length === 0
+        ? "vod migrate: up to date"
+        : `vod migrate: applied ${applied.join(", ")} (${db.engine})`,
+    );
+  } finally {
+    await db.close();
+  }
+};
+
+const workerCommand = async () => {
+  const config = loadConfig();
+  if (config.storage === "memory" || !config.database.url)
+    throw new ConfigError(
+      "vod worker shares the queue through a database server: set VOD_DATABASE_URL " +
+        "(the embedded default runs its worker inside `vod serve`)",
+    );
+  const logger = createLogger(config.logLevel);
+  const composed = await composeVod(config, {}, { runsJobs: true });
+  if (!composed.jobQueue) throw new Error("no job queue was composed");
+  const worker = await startWorker(composed.vod, composed.jobQueue, {
+    concurrency: Math.max(1, config.jobs.workerConcurrency),
+    logger,
+  });
+  onStop(logger, async () => {
+    await worker.stop();
+    await composed.close();
+  });
+};
+
+/** SIGTERM and SIGINT: finish what runs, then exit 0. */
+const onStop = (logger: Logger, stop: () => Promise<void>) => {
+  let signalled = false;
+  const handler = (signal: NodeJS.Signals) => {
+    if (signalled) return;
+    signalled = true;
+    logger.info({ signal }, "draining");
+    void stop().then(
+      () => {
+        logger.info("stopped");
+        process.exit(0);
+      },
+      (error: unknown) => {
+        logger.error({ err: error }, "stop failed");
+        process.exit(1);
+      },
+    );
+  };
+  process.on("SIGTERM", handler);
+  process.on("SIGINT", handler);
+};
+
+const serve = async () => {
+  const host = await startHost(loadConfig());
+  onStop(host.logger, () => host.close());
+};
+
+export const main = async (argv: ReadonlyArray<string>) => {
+  const [command] = argv;
+  try {
+    switch (command) {
+      case "serve":
+        return await serve();
+      case "worker":
+        return await workerCommand();
+      case "migrate":
+        return await migrateCommand();
+      default:
+        process.stderr.write(usage);
+        process.exitCode = command === undefined || command === "help" || command === "--help" ? 0 : 2;
+    }
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`vod: ${error.message}\n`);
+      process.exit(78);
+    }
+    throw error;
+  }
+};
+
+// Run when executed directly (`node dist/bin/vod.js serve`), not when imported.
+if (import.meta.url === `file://${process.argv[1]}`) await main(process.argv.slice(2));

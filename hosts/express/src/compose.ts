@@ -1,0 +1,202 @@
+import "reflect-metadata";
+import { resolve } from "node:path";
+import { argon2Adapters } from "@vod/adapter-argon2";
+import { ffmpegMediaProcessor } from "@vod/adapter-ffmpeg";
+import { filesystemObjectStore } from "@vod/adapter-filesystem";
+import { googleIdentityAdapters } from "@vod/adapter-google-identity";
+import { joseAdapters, loadOrCreateSigningKeys, parseSigningKeys } from "@vod/adapter-jose";
+import {
+  memoryJobQueue,
+  memoryObjectStore,
+  memoryRateLimiter,
+  memoryRevocationStore,
+  memoryStorage,
+  memoryTelemetrySink,
+  randomIds,
+  systemClock,
+} from "@vod/adapter-memory";
+import {
+  connectPostgres,
+  migrate,
+  openPglite,
+  type PgBossQueue,
+  pgBossQueue,
+  postgresRevocationStore,
+  postgresStorage,
+  postgresTelemetrySink,
+  type SqlDatabase,
+} from "@vod/adapter-postgres";
+import {
+  type Clock,
+  coreModule,
+  type JobQueue,
+  type MediaProcessor,
+  type ObjectStore,
+  type RevocationStore,
+  type Storage,
+  type TelemetrySink,
+  Tokens,
+  type Vod,
+  type VodConfigInput,
+} from "@vod/core";
+import { Container, ContainerModule } from "inversify";
+import type { HostConfig } from "./config.js";
+import { loadOrCreateSecret } from "./secrets.js";
+
+export interface ComposeOverrides {
+  /** Storage to use instead of the configured one (tests pass one they can read back). */
+  readonly storage?: Storage;
+  readonly objectStore?: ObjectStore;
+  /** With an overridden storage: the queue its enqueues land in (none: no jobs run). */
+  readonly jobQueue?: JobQueue;
+  readonly mediaProcessor?: MediaProcessor;
+  readonly revocationStore?: RevocationStore;
+  readonly telemetrySink?: TelemetrySink;
+  readonly clock?: Clock;
+}
+
+export interface ComposedVod {
+  readonly vod: Vod;
+  /** The queue workers of this process take jobs from, if any. */
+  readonly jobQueue: JobQueue | undefined;
+  /** Which storage serves, for the start-up log line. */
+  readonly storage: string;
+  /** Releases what composition opened (queue, database pool). */
+  close(): Promise<void>;
+}
+
+/** The configured database: the server at VOD_DATABASE_URL, else PGlite in the data directory. */
+export const openDatabase = async (config: HostConfig): Promise<SqlDatabase> =>
+  config.database.url
+    ? connectPostgres({
+        connectionString: config.database.url,
+        poolSize: config.database.poolSize,
+        schema: config.database.schema,
+      })
+    : openPglite(resolve(config.dataDir, "pglite"));
+
+const secretBytes = (given: string | undefined, dataDir: string, file: string) =>
+  given ? Promise.resolve(new TextEncoder().encode(given)) : loadOrCreateSecret(dataDir, file);
+
+/**
+ * The composition root: which adapter serves each port is decided here and nowhere else.
+ * `role` says what the process does: an API host with `workerConcurrency` 0 needs no ffmpeg.
+ */
+export const composeVod = async (
+  config: HostConfig,
+  overrides: ComposeOverrides = {},
+  role: { readonly runsJobs: boolean } = { runsJobs: config.jobs.workerConcurrency > 0 },
+): Promise<ComposedVod> => {
+  const keys = config.signingKeys
+    ? parseSigningKeys(config.signingKeys)
+    : await loadOrCreateSigningKeys(config.dataDir);
+  const coreConfig: VodConfigInput = {
+    cursorSecret: await secretBytes(config.cursorSecret, config.dataDir, "cursor-secret"),
+    uploadUrlSecret: await secretBytes(config.objects.uploadUrlSecret, config.dataDir, "upload-url-secret"),
+    drmMasterKey: config.drm.masterKey
+      ? new Uint8Array(
+          Buffer.from(config.drm.masterKey, config.drm.masterKey.length === 64 ? "hex" : "base64url"),
+        )
+      : await loadOrCreateSecret(config.dataDir, "drm-master-key"),
+    mediaUrl: config.mediaUrl,
+    drmUrl: config.drmUrl,
+    keySystems: {
+      widevine: config.drm.widevineLicenseUrl,
+      playready: config.drm.playreadyLicenseUrl,
+      fairplay:
+        config.drm.fairplayLicenseUrl && config.drm.fairplayCertificateUrl
+          ? { licenseUrl: config.drm.fairplayLicenseUrl, certificateUrl: config.drm.fairplayCertificateUrl }
+          : undefined,
+    },
+    rateLimits: config.rateLimits,
+    processing: {
+      maxSourceDurationMs: config.media.maxSourceDurationSeconds * 1000,
+      maxAttempts: config.jobs.maxAttempts,
+    },
+  };
+
+  let storage: Storage;
+  let jobQueue: JobQueue | undefined;
+  let revocationStore: RevocationStore;
+  let telemetrySink: TelemetrySink;
+  let label: string;
+  let db: SqlDatabase | undefined;
+  let boss: PgBossQueue | undefined;
+  if (overrides.storage) {
+    storage = overrides.storage;
+    jobQueue = overrides.jobQueue;
+    revocationStore = overrides.revocationStore ?? memoryRevocationStore();
+    telemetrySink = overrides.telemetrySink ?? memoryTelemetrySink();
+    label = "provided";
+  } else if (config.storage === "memory") {
+    const memory = memoryStorage();
+    storage = memory;
+    jobQueue = memoryJobQueue(memory.state, {
+      maxAttempts: config.jobs.maxAttempts,
+      retryDelayMs: config.jobs.retryDelaySeconds * 1000,
+      leaseMs: config.jobs.leaseSeconds * 1000,
+    });
+    revocationStore = memoryRevocationStore();
+    telemetrySink = memoryTelemetrySink();
+    label = "memory";
+  } else {
+    db = await openDatabase(config);
+    await migrate(db);
+    // Jobs live in the same database, so enqueues commit with the records that make them due.
+    boss = await pgBossQueue(db, {
+      maxAttempts: config.jobs.maxAttempts,
+      retryDelaySeconds: config.jobs.retryDelaySeconds,
+      leaseSeconds: config.jobs.leaseSeconds,
+      maintenanceSeconds: config.jobs.maintenanceSeconds,
+    });
+    storage = postgresStorage(db, { enqueue: boss.enqueueWith });
+    jobQueue = boss;
+    revocationStore = postgresRevocationStore(db);
+    telemetrySink = postgresTelemetrySink(db);
+    label = db.engine === "pglite" ? `pglite (${resolve(config.dataDir, "pglite")})` : "postgres";
+  }
+
+  const objectStore =
+    overrides.objectStore ??
+    (config.objects.store === "memory"
+      ? memoryObjectStore()
+      : filesystemObjectStore({ root: resolve(config.objects.dir ?? resolve(config.dataDir, "objects")) }));
+  const mediaProcessor =
+    overrides.mediaProcessor ??
+    (role.runsJobs
+      ? ffmpegMediaProcessor({
+          ffmpegPath: config.media.ffmpegPath,
+          ffprobePath: config.media.ffprobePath,
+          maxDurationMs: config.media.maxSourceDurationSeconds * 1000,
+        })
+      : undefined);
+
+  const container = new Container();
+  await container.load(
+    new ContainerModule(({ bind }) => {
+      bind(Tokens.Clock).toConstantValue(overrides.clock ?? systemClock());
+      bind(Tokens.Ids).toConstantValue(randomIds());
+      bind(Tokens.Config).toConstantValue(coreConfig);
+      bind(Tokens.Storage).toConstantValue(storage);
+      bind(Tokens.RateLimiter).toConstantValue(memoryRateLimiter());
+      bind(Tokens.ObjectStore).toConstantValue(objectStore);
+      bind(Tokens.RevocationStore).toConstantValue(revocationStore);
+      bind(Tokens.TelemetrySink).toConstantValue(telemetrySink);
+      if (jobQueue) bind(Tokens.JobQueue).toConstantValue(jobQueue);
+      if (mediaProcessor) bind(Tokens.MediaProcessor).toConstantValue(mediaProcessor);
+    }),
+    joseAdapters({ issuer: config.baseUrl, audience: config.baseUrl, keys }),
+    argon2Adapters(),
+    googleIdentityAdapters({ clientId: config.google.clientId, certsUrl: config.google.certsUrl }),
+    coreModule(),
+  );
+  return {
+    vod: container.get<Vod>(Tokens.Vod),
+    jobQueue,
+    storage: label,
+    close: async () => {
+      await boss?.close();
+      await db?.close();
+    },
+  };
+};

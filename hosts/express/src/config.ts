@@ -1,0 +1,221 @@
+import { Either, ParseResult, Schema } from "effect";
+
+const Port = Schema.NumberFromString.pipe(Schema.int(), Schema.between(0, 65535));
+const PositiveInt = Schema.NumberFromString.pipe(Schema.int(), Schema.positive());
+const Url = Schema.String.pipe(
+  Schema.filter((s) => URL.canParse(s) && /^https?:$/.test(new URL(s).protocol), {
+    message: () => "must be an http(s) URL",
+  }),
+);
+const Flag = Schema.transform(Schema.Literal("true", "false", "1", "0"), Schema.Boolean, {
+  strict: true,
+  decode: (s) => s === "true" || s === "1",
+  encode: (b) => (b ? "true" : "false"),
+});
+const opt = <A>(schema: Schema.Schema<A, string>) => Schema.optional(schema);
+
+/** The environment the host reads; every variable is documented in the root README. */
+const Env = Schema.Struct({
+  PORT: Schema.optionalWith(Port, { default: () => 8080 }),
+  VOD_HOST: Schema.optionalWith(Schema.String, { default: () => "0.0.0.0" }),
+  VOD_DATA_DIR: Schema.optionalWith(Schema.String.pipe(Schema.minLength(1)), { default: () => "./data" }),
+  VOD_BASE_URL: opt(Url),
+  VOD_MEDIA_URL: opt(Url),
+  VOD_DRM_URL: opt(Url),
+  VOD_GOOGLE_CLIENT_ID: opt(Schema.String.pipe(Schema.minLength(1))),
+  VOD_GOOGLE_CERTS_URL: opt(Url),
+  VOD_RATE_LIMIT_AUTH_PER_MINUTE: Schema.optionalWith(PositiveInt, { default: () => 20 }),
+  VOD_RATE_LIMIT_LOGIN_PER_EMAIL: Schema.optionalWith(PositiveInt, { default: () => 10 }),
+  VOD_RATE_LIMIT_API_PER_MINUTE: Schema.optionalWith(PositiveInt, { default: () => 1200 }),
+  VOD_STORAGE: Schema.optionalWith(Schema.Literal("postgres", "memory"), {
+    default: () => "postgres" as const,
+  }),
+  VOD_DATABASE_URL: opt(
+    Schema.String.pipe(
+      Schema.filter((s) => URL.canParse(s) && /^postgres(ql)?:$/.test(new URL(s).protocol), {
+        message: () => "must be a postgres:// URL",
+      }),
+    ),
+  ),
+  VOD_DATABASE_POOL_SIZE: Schema.optionalWith(PositiveInt, { default: () => 10 }),
+  VOD_DATABASE_SCHEMA: opt(
+    Schema.String.pipe(
+      Schema.pattern(/^[a-z_][a-z0-9_]{0,62}$/, { message: () => "must be lowercase letters, digits and _" }),
+    ),
+  ),
+  VOD_OBJECT_STORE: Schema.optionalWith(Schema.Literal("filesystem", "memory"), {
+    default: () => "filesystem" as const,
+  }),
+  VOD_OBJECTS_DIR: opt(Schema.String.pipe(Schema.minLength(1))),
+  VOD_UPLOAD_URL_SECRET: opt(
+    Schema.String.pipe(Schema.minLength(32, { message: () => "must be at least 32 characters" })),
+  ),
+  VOD_WORKER_CONCURRENCY: Schema.optionalWith(
+    Schema.NumberFromString.pipe(Schema.int(), Schema.between(0, 64)),
+    {
+      default: () => 1,
+    },
+  ),
+  VOD_JOB_MAX_ATTEMPTS: Schema.optionalWith(PositiveInt, { default: () => 3 }),
+  VOD_JOB_RETRY_DELAY_SECONDS: Schema.optionalWith(PositiveInt, { default: () => 10 }),
+  VOD_JOB_LEASE_SECONDS: Schema.optionalWith(PositiveInt, { default: () => 1800 }),
+  VOD_JOB_MAINTENANCE_SECONDS: Schema.optionalWith(PositiveInt, { default: () => 60 }),
+  VOD_MAX_SOURCE_DURATION_SECONDS: Schema.optionalWith(PositiveInt, { default: () => 6 * 3600 }),
+  VOD_FFMPEG_PATH: opt(Schema.String.pipe(Schema.minLength(1))),
+  VOD_FFPROBE_PATH: opt(Schema.String.pipe(Schema.minLength(1))),
+  VOD_DRM_MASTER_KEY: opt(
+    Schema.String.pipe(
+      Schema.pattern(/^(?:[0-9a-f]{64}|[A-Za-z0-9_-]{43})$/, {
+        message: () => "must be 32 bytes as 64 hex characters or 43 base64url characters",
+      }),
+    ),
+  ),
+  VOD_DRM_WIDEVINE_LICENSE_URL: opt(Url),
+  VOD_DRM_PLAYREADY_LICENSE_URL: opt(Url),
+  VOD_DRM_FAIRPLAY_LICENSE_URL: opt(Url),
+  VOD_DRM_FAIRPLAY_CERTIFICATE_URL: opt(Url),
+  VOD_RATE_LIMIT_TELEMETRY_PER_MINUTE: Schema.optionalWith(PositiveInt, { default: () => 120 }),
+  VOD_SIGNING_KEYS: opt(Schema.String.pipe(Schema.minLength(1))),
+  VOD_CURSOR_SECRET: opt(
+    Schema.String.pipe(Schema.minLength(32, { message: () => "must be at least 32 characters" })),
+  ),
+  VOD_TRUST_PROXY: Schema.optionalWith(Flag, { default: () => false }),
+  VOD_LOG_LEVEL: Schema.optionalWith(
+    Schema.Literal("fatal", "error", "warn", "info", "debug", "trace", "silent"),
+    {
+      default: () => "info" as const,
+    },
+  ),
+});
+
+export interface HostConfig {
+  readonly port: number;
+  readonly host: string;
+  readonly dataDir: string;
+  readonly baseUrl: string;
+  readonly mediaUrl: string;
+  readonly drmUrl: string;
+  readonly google: { readonly clientId?: string | undefined; readonly certsUrl?: string | undefined };
+  readonly rateLimits: {
+    readonly authPerIpPerMinute: number;
+    readonly loginPerEmailPer15Minutes: number;
+    readonly apiPerCredentialPerMinute: number;
+    readonly telemetryPerSessionPerMinute: number;
+  };
+  readonly drm: {
+    /** 32 bytes that wrap content keys at rest; when absent it lives in dataDir. */
+    readonly masterKey?: string | undefined;
+    readonly widevineLicenseUrl?: string | undefined;
+    readonly playreadyLicenseUrl?: string | undefined;
+    readonly fairplayLicenseUrl?: string | undefined;
+    readonly fairplayCertificateUrl?: string | undefined;
+  };
+  /**
+   * Where state lives: "postgres" is the server at `database.url`, or PGlite under dataDir when
+   * no URL is given; "memory" keeps nothing across restarts.
+   */
+  readonly storage: "postgres" | "memory";
+  readonly database: {
+    readonly url?: string | undefined;
+    readonly poolSize: number;
+    readonly schema?: string | undefined;
+  };
+  readonly objects: {
+    readonly store: "filesystem" | "memory";
+    /** Root of the filesystem store (default `<dataDir>/objects`). */
+    readonly dir?: string | undefined;
+    /** Key of part upload URL signatures; when absent it lives in dataDir. */
+    readonly uploadUrlSecret?: string | undefined;
+  };
+  readonly jobs: {
+    /** Processing jobs this process runs at once; 0 runs none (an API-only node). */
+    readonly workerConcurrency: number;
+    readonly maxAttempts: number;
+    readonly retryDelaySeconds: number;
+    readonly leaseSeconds: number;
+    readonly maintenanceSeconds: number;
+  };
+  readonly media: {
+    readonly maxSourceDurationSeconds: number;
+    readonly ffmpegPath?: string | undefined;
+    readonly ffprobePath?: string | undefined;
+  };
+  /** JSON signing keys from the environment; when absent they live in dataDir. */
+  readonly signingKeys?: string | undefined;
+  readonly cursorSecret?: string | undefined;
+  readonly trustProxy: boolean;
+  /** The public URLs that were not set and so follow PORT (and the port actually bound, for 0). */
+  readonly defaultedUrls: ReadonlyArray<"baseUrl" | "mediaUrl" | "drmUrl">;
+  readonly logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
+}
+
+export class ConfigError extends Error {
+  override readonly name = "ConfigError";
+}
+
+const trimSlash = (url: string) => url.replace(/\/+$/, "");
+
+/** Decodes the environment; a bad value fails with a message naming each bad variable. */
+export const loadConfig = (env: Record<string, string | undefined> = process.env): HostConfig => {
+  // Empty variables count as unset, as shells and compose files often leave them.
+  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ""));
+  const decoded = Schema.decodeUnknownEither(Env, { errors: "all" })(present);
+  if (Either.isLeft(decoded)) {
+    const problems = ParseResult.ArrayFormatter.formatErrorSync(decoded.left).map(
+      (issue) => `${String(issue.path[0] ?? "environment")}: ${issue.message}`,
+    );
+    throw new ConfigError(`invalid configuration:\n  ${problems.join("\n  ")}`);
+  }
+  const e = decoded.right;
+  if (!e.VOD_DRM_FAIRPLAY_LICENSE_URL !== !e.VOD_DRM_FAIRPLAY_CERTIFICATE_URL)
+    throw new ConfigError(
+      "invalid configuration:\n  VOD_DRM_FAIRPLAY_LICENSE_URL, VOD_DRM_FAIRPLAY_CERTIFICATE_URL: set both or neither",
+    );
+  const local = `http://localhost:${e.PORT}`;
+  return {
+    port: e.PORT,
+    host: e.VOD_HOST,
+    dataDir: e.VOD_DATA_DIR,
+    baseUrl: trimSlash(e.VOD_BASE_URL ?? local),
+    mediaUrl: trimSlash(e.VOD_MEDIA_URL ?? local),
+    drmUrl: trimSlash(e.VOD_DRM_URL ?? local),
+    google: { clientId: e.VOD_GOOGLE_CLIENT_ID, certsUrl: e.VOD_GOOGLE_CERTS_URL },
+    rateLimits: {
+      authPerIpPerMinute: e.VOD_RATE_LIMIT_AUTH_PER_MINUTE,
+      loginPerEmailPer15Minutes: e.VOD_RATE_LIMIT_LOGIN_PER_EMAIL,
+      apiPerCredentialPerMinute: e.VOD_RATE_LIMIT_API_PER_MINUTE,
+      telemetryPerSessionPerMinute: e.VOD_RATE_LIMIT_TELEMETRY_PER_MINUTE,
+    },
+    drm: {
+      masterKey: e.VOD_DRM_MASTER_KEY,
+      widevineLicenseUrl: e.VOD_DRM_WIDEVINE_LICENSE_URL,
+      playreadyLicenseUrl: e.VOD_DRM_PLAYREADY_LICENSE_URL,
+      fairplayLicenseUrl: e.VOD_DRM_FAIRPLAY_LICENSE_URL,
+      fairplayCertificateUrl: e.VOD_DRM_FAIRPLAY_CERTIFICATE_URL,
+    },
+    storage: e.VOD_STORAGE,
+    database: { url: e.VOD_DATABASE_URL, poolSize: e.VOD_DATABASE_POOL_SIZE, schema: e.VOD_DATABASE_SCHEMA },
+    objects: { store: e.VOD_OBJECT_STORE, dir: e.VOD_OBJECTS_DIR, uploadUrlSecret: e.VOD_UPLOAD_URL_SECRET },
+    jobs: {
+      workerConcurrency: e.VOD_WORKER_CONCURRENCY,
+      maxAttempts: e.VOD_JOB_MAX_ATTEMPTS,
+      retryDelaySeconds: e.VOD_JOB_RETRY_DELAY_SECONDS,
+      leaseSeconds: e.VOD_JOB_LEASE_SECONDS,
+      maintenanceSeconds: e.VOD_JOB_MAINTENANCE_SECONDS,
+    },
+    media: {
+      maxSourceDurationSeconds: e.VOD_MAX_SOURCE_DURATION_SECONDS,
+      ffmpegPath: e.VOD_FFMPEG_PATH,
+      ffprobePath: e.VOD_FFPROBE_PATH,
+    },
+    signingKeys: e.VOD_SIGNING_KEYS,
+    cursorSecret: e.VOD_CURSOR_SECRET,
+    trustProxy: e.VOD_TRUST_PROXY,
+    defaultedUrls: [
+      ...(e.VOD_BASE_URL ? [] : (["baseUrl"] as const)),
+      ...(e.VOD_MEDIA_URL ? [] : (["mediaUrl"] as const)),
+      ...(e.VOD_DRM_URL ? [] : (["drmUrl"] as const)),
+    ],
+    logLevel: e.VOD_LOG_LEVEL,
+  };
+};

@@ -1,0 +1,142 @@
+import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { InvalidRequest, PayloadTooLarge, type Vod, type VodError } from "@vod/core";
+import { Effect, Exit } from "effect";
+import express, { type Request, type RequestHandler, type Router } from "express";
+import { cors, credentialsOf, sendFailure } from "./http.js";
+
+/** DECISIONS: a telemetry batch is at most 32 KiB, refused before it is read whole. */
+export const TELEMETRY_MAX_BYTES = 32 * 1024;
+const LICENSE_MAX_BYTES = 16 * 1024;
+
+/** A single `bytes=a-b` / `bytes=a-` / `bytes=-n` range; anything else is served whole. */
+const parseRange = (header: string | undefined, size: number | undefined) => {
+  const m = header ? /^bytes=(\d*)-(\d*)$/.exec(header.trim()) : null;
+  if (!m || (m[1] === "" && m[2] === "")) return undefined;
+  if (m[1] === "") {
+    const suffix = Number(m[2]);
+    const total = size ?? Number.MAX_SAFE_INTEGER;
+    return { start: Math.max(0, total - suffix), end: total - 1 };
+  }
+  return { start: Number(m[1]), end: m[2] === "" ? Number.MAX_SAFE_INTEGER : Number(m[2]) };
+};
+
+/** Reads a body up to `limit` bytes; more is refused without reading the rest. */
+const readLimited = (req: Request, limit: number) =>
+  Effect.async<string, VodError>((resume) => {
+    const declared = Number(req.headers["content-length"]);
+    const tooLarge = () => new PayloadTooLarge({ message: `body exceeds ${limit} bytes` });
+    if (Number.isFinite(declared) && declared > limit) return resume(Effect.fail(tooLarge()));
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        req.off("data", onData);
+        req.pause();
+        resume(Effect.fail(tooLarge()));
+        return;
+      }
+      chunks.push(chunk);
+    };
+    req.on("data", onData);
+    req.once("end", () => {
+      if (size <= limit) resume(Effect.succeed(Buffer.concat(chunks).toString("utf8")));
+    });
+    req.once("error", () => resume(Effect.fail(tooLarge())));
+  });
+
+/**
+ * Media delivery and telemetry ({media_url}). Lean on purpose: no body parser, no JSON
+ * framework, the verified token cached by the core, bodies streamed.
+ */
+export const playbackRoutes = (vod: Vod): Router => {
+  const router = express.Router();
+  const media = cors("GET, HEAD, OPTIONS", "range", "content-length, content-range, accept-ranges");
+  router.options("/v1/play/:token/*path", media);
+  const serve: RequestHandler = async (req, res) => {
+    const path = ([] as string[]).concat(req.params.path ?? []).join("/");
+    const token = String(req.params.token);
+    const exit = await Effect.runPromiseExit(
+      vod.playback.open(token, path, parseRange(req.get("range"), undefined)),
+    );
+    if (Exit.isFailure(exit)) return sendFailure(req, res, exit.cause);
+    const file = exit.value;
+    if (file.kind === "unsatisfiable") {
+      res.status(416).setHeader("content-range", `bytes */${file.size}`).end();
+      return;
+    }
+    const isPlaylist = path.endsWith(".m3u8") || path.endsWith(".mpd");
+    // Private: the URL carries a credential. Segments never change; playlists are re-read.
+    const maxAge = Math.max(0, Math.min(86_400, Math.floor((file.expiresAt - Date.now()) / 1000)));
+    res.setHeader(
+      "cache-control",
+      isPlaylist ? "private, no-cache" : `private, max-age=${maxAge}, immutable`,
+    );
+    res.setHeader("content-type", file.contentType);
+    res.setHeader("accept-ranges", "bytes");
+    if (file.range) {
+      res.status(206);
+      res.setHeader("content-range", `bytes ${file.range.start}-${file.range.end}/${file.size}`);
+      res.setHeader("content-length", String(file.range.end - file.range.start + 1));
+    } else {
+      res.status(200);
+      res.setHeader("content-length", String(file.size));
+    }
+    if (req.method === "HEAD") {
+      res.end();
+      return;
+    }
+    await pipeline(Readable.from(file.body), res).catch((err: unknown) => {
+      req.log.warn({ err }, "delivery interrupted");
+    });
+  };
+  router.get("/v1/play/:token/*path", media, serve);
+  router.head("/v1/play/:token/*path", media, serve);
+
+  const beacons = cors("POST, OPTIONS", "content-type", "x-telemetry-accepted");
+  router.options("/v1/telemetry", beacons);
+  router.post("/v1/telemetry", beacons, async (req, res) => {
+    const exit = await Effect.runPromiseExit(
+      Effect.flatMap(readLimited(req, TELEMETRY_MAX_BYTES), (text) => vod.playback.telemetry(text)),
+    );
+    if (Exit.isFailure(exit)) return sendFailure(req, res, exit.cause);
+    res.status(204).setHeader("x-telemetry-accepted", String(exit.value.accepted)).end();
+  });
+  return router;
+};
+
+/** The DRM app ({drm_url}): entitlements and the ClearKey licence endpoint. */
+export const drmRoutes = (vod: Vod): Router => {
+  const router = express.Router();
+  const entitlementCors = cors("POST, OPTIONS", "authorization, content-type");
+  router.options("/v1/drm/entitlement", entitlementCors);
+  router.post("/v1/drm/entitlement", entitlementCors, async (req, res) => {
+    const exit = await Effect.runPromiseExit(vod.playback.entitlement(credentialsOf(req).bearer));
+    if (Exit.isFailure(exit)) return sendFailure(req, res, exit.cause);
+    res.status(200).setHeader("cache-control", "no-store").json(exit.value);
+  });
+  // EME players post the licence request as raw bytes; whatever its content type, it is JSON.
+  const licenseCors = cors("POST, OPTIONS", "content-type, x-vod-license-token");
+  router.options("/v1/drm/clearkey/license", licenseCors);
+  router.post("/v1/drm/clearkey/license", licenseCors, async (req, res) => {
+    const exit = await Effect.runPromiseExit(
+      Effect.flatMap(readLimited(req, LICENSE_MAX_BYTES), (text) =>
+        Effect.flatMap(
+          Effect.try({
+            try: () => JSON.parse(text) as unknown,
+            catch: () =>
+              new InvalidRequest({
+                message: "licence request is not JSON",
+                details: { fields: [{ path: [], message: "not JSON" }] },
+              }),
+          }),
+          (body) => vod.playback.clearKeyLicense(req.get("x-vod-license-token"), body),
+        ),
+      ),
+    );
+    if (Exit.isFailure(exit)) return sendFailure(req, res, exit.cause);
+    res.status(200).setHeader("cache-control", "no-store").json(exit.value);
+  });
+  return router;
+};

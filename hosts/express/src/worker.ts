@@ -1,0 +1,51 @@
+import type { JobQueue, Vod } from "@vod/core";
+import { Effect } from "effect";
+import type { Logger } from "./logger.js";
+
+export interface RunningWorker {
+  /** Stops taking jobs and waits for the running ones. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Runs processing jobs, and now and then closes upload sessions past their expiry. The same code
+ * runs inside the host (embedded default) or alone (`vod worker`).
+ */
+export const startWorker = async (
+  vod: Vod,
+  queue: JobQueue,
+  options: { readonly concurrency: number; readonly sweepEveryMs?: number; readonly logger: Logger },
+): Promise<RunningWorker> => {
+  const log = options.logger.child({ component: "worker" });
+  const worker = await Effect.runPromise(
+    queue.work("process-asset", { concurrency: options.concurrency }, (job) => {
+      const started = Date.now();
+      const context = { job_id: job.id, asset_id: job.data.asset_id, attempt: job.attempt };
+      log.info(context, "processing started");
+      return vod.processing.processAsset(job).pipe(
+        Effect.tap(() =>
+          Effect.sync(() => log.info({ ...context, ms: Date.now() - started }, "processing done")),
+        ),
+        Effect.tapError((e) =>
+          Effect.sync(() => log.warn({ ...context, err: e.message }, "processing attempt failed")),
+        ),
+      );
+    }),
+  );
+  const sweep = async () => {
+    const closed = await Effect.runPromise(Effect.either(vod.uploads.sweepExpired()));
+    if (closed._tag === "Left") log.warn({ err: closed.left.message }, "expired-upload sweep failed");
+    else if (closed.right > 0) log.info({ closed: closed.right }, "expired uploads closed");
+  };
+  const timer = setInterval(() => void sweep(), options.sweepEveryMs ?? 10 * 60_000);
+  timer.unref();
+  void sweep();
+  log.info({ concurrency: options.concurrency }, "worker started");
+  return {
+    stop: async () => {
+      clearInterval(timer);
+      await Effect.runPromise(worker.stop);
+      log.info("worker stopped");
+    },
+  };
+};

@@ -1,0 +1,62 @@
+import { ConfigError, loadConfig } from "@vod/host-express";
+import { describe, expect, it } from "vitest";
+
+describe("loadConfig", () => {
+  it("has the documented defaults", () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({
+      port: 8080,
+      host: "0.0.0.0",
+      dataDir: "./data",
+      baseUrl: "http://localhost:8080",
+      mediaUrl: "http://localhost:8080",
+      drmUrl: "http://localhost:8080",
+      storage: "postgres",
+      database: { poolSize: 10 },
+      rateLimits: { authPerIpPerMinute: 20, loginPerEmailPer15Minutes: 10, apiPerCredentialPerMinute: 1200 },
+      trustProxy: false,
+    });
+    expect(config.database.url).toBeUndefined();
+    expect(config.google.clientId).toBeUndefined();
+  });
+
+  it("reads every variable and treats empty ones as unset", () => {
+    const config = loadConfig({
+      PORT: "9000",
+      VOD_BASE_URL: "https://api.example.com/",
+      VOD_MEDIA_URL: "https://media.example.com",
+      VOD_DRM_URL: "",
+      VOD_DATABASE_URL: "postgresql://u@db:5432/vod",
+      VOD_DATABASE_POOL_SIZE: "25",
+      VOD_RATE_LIMIT_AUTH_PER_MINUTE: "5",
+      VOD_TRUST_PROXY: "true",
+    });
+    expect(config).toMatchObject({
+      port: 9000,
+      baseUrl: "https://api.example.com",
+      mediaUrl: "https://media.example.com",
+      drmUrl: "http://localhost:9000",
+      database: { url: "postgresql://u@db:5432/vod", poolSize: 25 },
+      rateLimits: { authPerIpPerMinute: 5 },
+      trustProxy: true,
+    });
+  });
+
+  it("names every bad variable in one error", () => {
+    const attempt = () =>
+      loadConfig({
+        PORT: "70000",
+        VOD_BASE_URL: "ftp://x",
+        VOD_RATE_LIMIT_LOGIN_PER_EMAIL: "-1",
+        VOD_STORAGE: "mongo",
+      });
+    expect(attempt).toThrow(ConfigError);
+    try {
+      attempt();
+    } catch (error) {
+      const message = (error as Error).message;
+      for (const name of ["PORT", "VOD_BASE_URL", "VOD_RATE_LIMIT_LOGIN_PER_EMAIL", "VOD_STORAGE"])
+        expect(message).toContain(`${name}:`);
+    }
+  });
+});

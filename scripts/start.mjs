@@ -1,0 +1,17 @@
+// `npm start` straight after `npm ci`: build what is stale, then run the CLI in this very process,
+// so SIGTERM reaches the server itself and nothing is left behind in the background.
+import { spawnSync } from "node:child_process";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc");
+const build = spawnSync(process.execPath, [tsc, "-b", join(root, "hosts/express")], {
+  stdio: "inherit",
+  cwd: root,
+});
+if (build.status !== 0) process.exit(build.status ?? 1);
+
+const { main } = await import(pathToFileURL(join(root, "hosts/express/dist/bin/vod.js")).href);
+await main(process.argv.slice(2));

@@ -1,0 +1,31 @@
+import { fileURLToPath } from "node:url";
+import { defineConfig } from "vitest/config";
+
+// Tests import the workspace packages by name; point those names at the sources so a test run
+// never depends on a stale dist/.
+const src = (dir: string) => fileURLToPath(new URL(`./${dir}/src/index.ts`, import.meta.url));
+
+export default defineConfig({
+  resolve: {
+    alias: {
+      "@vod/core": src("core"),
+      "@vod/adapter-memory": src("adapters/memory"),
+      "@vod/adapter-postgres": src("adapters/postgres"),
+      "@vod/adapter-filesystem": src("adapters/filesystem"),
+      "@vod/adapter-ffmpeg": src("adapters/ffmpeg"),
+      "@vod/adapter-jose": src("adapters/jose"),
+      "@vod/adapter-argon2": src("adapters/argon2"),
+      "@vod/adapter-google-identity": src("adapters/google-identity"),
+      "@vod/host-express": src("hosts/express"),
+      "@vod/contract-tests": src("contract-tests"),
+      "@vod/example-embedded": src("examples/embedded"),
+    },
+  },
+  test: {
+    include: ["{core,adapters/*,hosts/*,contract-tests,examples/*}/test/**/*.test.ts"],
+    globalSetup: ["contract-tests/src/global-setup.ts"],
+    reporters: ["default", "./scripts/summary-reporter.ts"],
+    testTimeout: 20_000,
+    hookTimeout: 30_000,
+  },
+});
