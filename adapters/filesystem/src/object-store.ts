@@ -20,6 +20,7 @@ import {
   NotFound,
   type ObjectStore,
   type PartRejected,
+  type PartsMismatched,
   StorageError,
   type StoredObject,
   type StoredPart,
@@ -39,18 +40,18 @@ const ASSEMBLED_TYPE = "application/octet-stream";
 interface ObjectMeta {
   readonly contentType: string;
   readonly size: number;
-  readonly sha256: string;
+  /** Of an assembled object only: objects stored whole are not hashed. */
+  readonly sha256?: string;
   /** The upload that assembled it: completing that upload again answers this object. */
   readonly uploadId?: string;
 }
 
-/** A part's pointer file (`<n>.json`): renaming it into place is what makes a part stored. */
-interface PartPointer {
-  readonly size: number;
-  readonly sha256: string;
-  readonly file: string;
-}
-
+/**
+ * A stored part is the file `<n>-<etag>.part`: renaming it into place is what makes it stored.
+ * Etags grow with time, so when a resend briefly leaves two files of one part, the later wins.
+ */
+const PART_FILE = /^(\d+)-([0-9a-z]+)\.part$/;
+const partFileName = (number: number, etag: string) => `${number}-${etag}.part`;
 const errno = (e: unknown) =>
   typeof e === "object" && e !== null && "code" in e && typeof e.code === "string" ? e.code : undefined;
 const isMissing = (e: unknown) => errno(e) === "ENOENT" || errno(e) === "ENOTDIR";
@@ -63,9 +64,20 @@ const failure = (what: string) => (cause: unknown) =>
 const attempt = <A>(what: string, run: () => Promise<A>): Effect.Effect<A, StorageError> =>
   Effect.tryPromise({ try: run, catch: failure(what) });
 
-/** Equal bytes give equal etags; the first half of the SHA-256 is plenty to tell parts apart. */
-const etagOf = (sha256: string) => sha256.slice(0, 32);
 const token = () => randomBytes(8).toString("hex");
+let etagCounter = 0;
+/**
+ * A new etag for each stored body: milliseconds, a counter and random bits, fixed-width base 36,
+ * so that later etags sort after earlier ones (within a process always, across processes by clock).
+ */
+const nextEtag = () => {
+  etagCounter = (etagCounter + 1) % 36 ** 4;
+  return (
+    Date.now().toString(36).padStart(9, "0") +
+    etagCounter.toString(36).padStart(4, "0") +
+    randomBytes(5).toString("hex")
+  );
+};
 
 const segmentProblem = (s: string) =>
   s === ""
@@ -103,44 +115,71 @@ const refused = (what: string, value: string, problem: string) =>
 class TooLong extends Error {}
 
 /**
- * Streams `body` into the open file, hashing as bytes pass; never holds more than the stream's
- * buffers. With `limit`, stops reading once more than `limit` bytes arrived.
+ * Streams `body` into the open file; never holds more than the stream's buffers. With `limit`,
+ * stops reading once more than `limit` bytes arrived. `durable`: the bytes reach the disk before
+ * the file is renamed into place, so a crash cannot leave a renamed but empty file.
  */
 const writeBody = async (
   handle: FileHandle,
   body: ByteStream | Uint8Array,
-  limit = Number.POSITIVE_INFINITY,
+  options: { readonly limit?: number; readonly durable: boolean },
 ) => {
-  const hash = createHash("sha256");
+  const limit = options.limit ?? Number.POSITIVE_INFINITY;
   let size = 0;
   async function* counted(source: AsyncIterable<Uint8Array>) {
     for await (const chunk of source) {
       size += chunk.byteLength;
       if (size > limit) throw new TooLong();
-      hash.update(chunk);
       yield chunk;
     }
   }
   try {
-    // `flush`: the bytes reach the disk before the file is renamed into place, so a crash
-    // cannot leave a renamed but empty file.
     const source: AsyncIterable<Uint8Array> =
       body instanceof Uint8Array
         ? (async function* () {
             yield body;
           })()
         : body;
-    await pipeline(source, counted, handle.createWriteStream({ flush: true }));
+    await pipeline(source, counted, handle.createWriteStream({ flush: options.durable }));
   } catch (e) {
     if (e instanceof TooLong) return { complete: false as const, size };
     throw e;
   }
-  return { complete: true as const, size, sha256: hash.digest("hex") };
+  return { complete: true as const, size };
 };
 
-async function* joined(files: ReadonlyArray<string>): AsyncGenerator<Uint8Array> {
-  for (const file of files) yield* createReadStream(file);
+/** Reads at most this much per read while assembling and hashing: fewer, larger syscalls. */
+const ASSEMBLY_CHUNK = 1024 * 1024;
+
+/** A part file to join, and the sha256 its bytes must have, if the client gave one. */
+interface Joining {
+  readonly number: number;
+  readonly file: string;
+  readonly sha256?: string;
 }
+
+/**
+ * The parts' bytes in order, hashed as they pass: the whole object's SHA-256 always, a part's own
+ * only where it is to be checked. Hashing here, once, is what lets parts be taken unhashed.
+ */
+const joined = (parts: ReadonlyArray<Joining>) => {
+  const whole = createHash("sha256");
+  const mismatched: Array<{ number: number; sha256: string }> = [];
+  async function* bytes(): AsyncGenerator<Uint8Array> {
+    for (const part of parts) {
+      const own = part.sha256 === undefined ? undefined : createHash("sha256");
+      for await (const chunk of createReadStream(part.file, { highWaterMark: ASSEMBLY_CHUNK })) {
+        whole.update(chunk);
+        own?.update(chunk);
+        yield chunk;
+      }
+      const actual = own?.digest("hex");
+      if (actual !== undefined && actual !== part.sha256)
+        mismatched.push({ number: part.number, sha256: actual });
+    }
+  }
+  return { bytes: bytes(), sha256: () => whole.digest("hex"), mismatched };
+};
 
 /**
  * Objects as files under `root`, each with a small metadata sidecar (content type, SHA-256), and
@@ -200,24 +239,33 @@ export const filesystemObjectStore = (
   };
 
   /**
-   * Streams `body` into the object at `file` and records its metadata. The old sidecar goes first,
-   * so that a crash midway leaves an object without metadata, never metadata of other bytes.
+   * Streams `body` into a temporary file beside `file`, durably; `commit` then decides whether it
+   * becomes the object (renamed into place, with its metadata) or is dropped. The old sidecar goes
+   * first, so that a crash midway leaves an object without metadata, never metadata of other bytes.
    */
-  const writeObject = async (
+  const writeObject = async <A>(
     file: string,
     body: ByteStream | Uint8Array,
-    meta: (w: ObjectMeta) => ObjectMeta,
-  ) => {
+    commit: (
+      size: number,
+    ) =>
+      | { readonly keep: true; readonly meta: ObjectMeta; readonly result: A }
+      | { readonly keep: false; readonly result: A },
+  ): Promise<A> => {
     const { tmp, handle } = await openTemp(file);
     try {
-      const written = await writeBody(handle, body);
+      const written = await writeBody(handle, body, { durable: true });
       if (!written.complete) throw new Error("unreachable: no limit was set");
+      const decided = commit(written.size);
+      if (!decided.keep) {
+        await rm(tmp, { force: true });
+        return decided.result;
+      }
       const sidecar = sidecarOf(file);
       await rm(sidecar, { force: true });
       await rename(tmp, file);
-      const recorded = meta({ contentType: ASSEMBLED_TYPE, size: written.size, sha256: written.sha256 });
-      await writeJson(sidecar, recorded);
-      return recorded;
+      await writeJson(sidecar, decided.meta);
+      return decided.result;
     } catch (e) {
       await rm(tmp, { force: true });
       throw e;
@@ -269,7 +317,8 @@ export const filesystemObjectStore = (
     return { keys: keys.sort(), dirs };
   };
 
-  const readPointers = async (dir: string) => {
+  /** The stored parts of an upload, by number ascending: for each number, its latest file. */
+  const readParts = async (dir: string) => {
     let names: string[];
     try {
       names = await readdir(dir);
@@ -277,15 +326,27 @@ export const filesystemObjectStore = (
       if (isMissing(e)) return [];
       throw e;
     }
-    const pointers = await Promise.all(
-      names
-        .filter((name) => /^\d+\.json$/.test(name))
-        .map(async (name) => {
-          const pointer = await readJson<PartPointer>(path.join(dir, name));
-          return pointer && { number: Number.parseInt(name, 10), ...pointer };
-        }),
+    const latest = new Map<number, { number: number; etag: string; file: string }>();
+    for (const name of names) {
+      const match = PART_FILE.exec(name);
+      if (!match) continue;
+      const number = Number.parseInt(match[1]!, 10);
+      const etag = match[2]!;
+      if ((latest.get(number)?.etag ?? "") < etag)
+        latest.set(number, { number, etag, file: path.join(dir, name) });
+    }
+    const parts = await Promise.all(
+      [...latest.values()].map(async (p) => {
+        try {
+          // The size on disk, not one recorded beside it: a part cut short by a crash shows as such.
+          return { ...p, size: (await stat(p.file)).size };
+        } catch (e) {
+          if (isMissing(e)) return undefined; // replaced by a resend while listing
+          throw e;
+        }
+      }),
     );
-    return pointers.filter((p) => p !== undefined).sort((a, b) => a.number - b.number);
+    return parts.filter((p) => p !== undefined).sort((a, b) => a.number - b.number);
   };
 
   // Completing and aborting one upload run one at a time in this process, so that a retried
@@ -311,32 +372,55 @@ export const filesystemObjectStore = (
 
     listParts: (ref) =>
       attempt(`listing parts of upload ${ref.uploadId}`, async () =>
-        (await readPointers(partsDirOf(ref.uploadId))).map(
-          (p): StoredPart => ({ number: p.number, size: p.size, etag: etagOf(p.sha256), sha256: p.sha256 }),
+        (await readParts(partsDirOf(ref.uploadId))).map(
+          (p): StoredPart => ({ number: p.number, size: p.size, etag: p.etag, sha256: null }),
         ),
       ),
 
-    completeMultipart: (ref, numbers) =>
-      attempt(`completing upload ${ref.uploadId}`, () =>
-        oneAtATime(ref.uploadId, async (): Promise<AssembledObject> => {
-          const dir = partsDirOf(ref.uploadId);
-          const file = fileOf(ref.key);
-          const done = await readJson<ObjectMeta>(sidecarOf(file));
-          if (done?.uploadId === ref.uploadId) {
-            await rm(dir, { recursive: true, force: true });
-            return { size: done.size, sha256: done.sha256 };
-          }
-          const pointers = new Map((await readPointers(dir)).map((p) => [p.number, p]));
-          const files = numbers.map((n) => {
-            const pointer = pointers.get(n);
-            if (!pointer)
-              throw new StorageError({ message: `part ${n} of upload ${ref.uploadId} is not stored` });
-            return path.join(dir, pointer.file);
-          });
-          const meta = await writeObject(file, joined(files), (w) => ({ ...w, uploadId: ref.uploadId }));
-          await rm(dir, { recursive: true, force: true });
-          return { size: meta.size, sha256: meta.sha256 };
-        }),
+    completeMultipart: (ref, numbers, expected) =>
+      Effect.flatMap(
+        attempt(`completing upload ${ref.uploadId}`, () =>
+          oneAtATime(ref.uploadId, async (): Promise<AssembledObject | PartsMismatched> => {
+            const dir = partsDirOf(ref.uploadId);
+            const file = fileOf(ref.key);
+            const done = await readJson<ObjectMeta>(sidecarOf(file));
+            if (done?.uploadId === ref.uploadId && done.sha256 !== undefined) {
+              await rm(dir, { recursive: true, force: true });
+              return { size: done.size, sha256: done.sha256 };
+            }
+            const stored = new Map((await readParts(dir)).map((p) => [p.number, p]));
+            const parts = numbers.map((number): Joining => {
+              const part = stored.get(number);
+              if (!part)
+                throw new StorageError({ message: `part ${number} of upload ${ref.uploadId} is not stored` });
+              const sha256 = expected?.partSha256?.get(number);
+              return sha256 === undefined ? { number, file: part.file } : { number, file: part.file, sha256 };
+            });
+            const joining = joined(parts);
+            // Parts were taken without a flush; the object is written durably, so nothing the
+            // core records as uploaded can be lost to a crash.
+            const result = await writeObject<AssembledObject | PartsMismatched>(
+              file,
+              joining.bytes,
+              (size) => {
+                if (joining.mismatched.length > 0)
+                  return {
+                    keep: false,
+                    result: { _tag: "PartsMismatched", parts: joining.mismatched } satisfies PartsMismatched,
+                  };
+                const sha256 = joining.sha256();
+                return {
+                  keep: true,
+                  meta: { contentType: ASSEMBLED_TYPE, size, sha256, uploadId: ref.uploadId },
+                  result: { size, sha256 },
+                };
+              },
+            );
+            if (!("_tag" in result)) await rm(dir, { recursive: true, force: true });
+            return result;
+          }),
+        ),
+        (r) => ("_tag" in r ? Effect.fail(r) : Effect.succeed(r)),
       ),
 
     abortMultipart: (ref) =>
@@ -351,48 +435,42 @@ export const filesystemObjectStore = (
           if (!Number.isSafeInteger(part.number) || part.number < 1)
             throw new StorageError({ message: `invalid part number ${part.number}` });
           const dir = partsDirOf(ref.uploadId);
-          const file = `${part.number}.${token()}.bin`;
-          const { tmp, handle } = await openTemp(path.join(dir, file));
-          let written: Awaited<ReturnType<typeof writeBody>>;
+          const etag = nextEtag();
+          const target = path.join(dir, partFileName(part.number, etag));
+          const { tmp, handle } = await openTemp(target);
           try {
-            written = await writeBody(handle, body, part.expectedSize);
+            // No hash and no flush here: a part is a plain streamed write, as fast as the disk's
+            // cache takes it. The object's bytes are hashed and flushed once, at completion; a
+            // part lost to a crash before that reads as missing (or short) and is sent again.
+            const written = await writeBody(handle, body, { limit: part.expectedSize, durable: false });
             if (!written.complete || written.size !== part.expectedSize) {
               await rm(tmp, { force: true });
               return { _tag: "PartRejected", reason: "wrong_size", received: written.size };
             }
-            await rename(tmp, path.join(dir, file));
+            await rename(tmp, target);
           } catch (e) {
             await rm(tmp, { force: true });
             throw e;
           }
-          // The data file has a name of its own; the part becomes this one when its pointer is
-          // renamed over the old pointer, and only then is the earlier copy removed.
-          const pointerFile = path.join(dir, `${part.number}.json`);
-          const previous = await readJson<PartPointer>(pointerFile);
-          try {
-            await writeJson(pointerFile, {
-              size: written.size,
-              sha256: written.sha256,
-              file,
-            } satisfies PartPointer);
-          } catch (e) {
-            await rm(path.join(dir, file), { force: true });
-            throw e;
-          }
-          if (previous && previous.file !== file) await rm(path.join(dir, previous.file), { force: true });
-          return {
-            number: part.number,
-            size: written.size,
-            etag: etagOf(written.sha256),
-            sha256: written.sha256,
-          };
+          // The part is now this file; earlier copies of it go (a later one, from a concurrent
+          // resend, stays and wins).
+          const earlier = (await readdir(dir)).filter((name) => {
+            const match = PART_FILE.exec(name);
+            return match !== null && Number.parseInt(match[1]!, 10) === part.number && match[2]! < etag;
+          });
+          await Promise.all(earlier.map((name) => rm(path.join(dir, name), { force: true })));
+          return { number: part.number, size: part.expectedSize, etag, sha256: null };
         },
       ).pipe(Effect.flatMap((r) => ("_tag" in r ? Effect.fail(r) : Effect.succeed(r)))),
 
     put: (key, body, contentType) =>
-      attempt(`writing ${key}`, async () => {
-        await writeObject(fileOf(key), body, (w) => ({ ...w, contentType }));
-      }),
+      attempt(`writing ${key}`, () =>
+        writeObject(fileOf(key), body, (size) => ({
+          keep: true,
+          meta: { contentType, size },
+          result: undefined,
+        })),
+      ),
 
     get: (key, range) =>
       locate(`reading ${key}`, () => fileOf(key)).pipe(

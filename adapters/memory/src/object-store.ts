@@ -5,6 +5,7 @@ import {
   NotFound,
   type ObjectStore,
   type PartRejected,
+  type PartsMismatched,
   StorageError,
   type StoredObject,
   type StoredPart,
@@ -109,8 +110,8 @@ export const memoryObjectStore = (): ObjectStore & {
           ),
       ),
 
-    completeMultipart: (ref, numbers) =>
-      Effect.suspend((): Effect.Effect<AssembledObject, StorageError> => {
+    completeMultipart: (ref, numbers, expected) =>
+      Effect.suspend((): Effect.Effect<AssembledObject, StorageError | PartsMismatched> => {
         const existing = objects.get(ref.key);
         if (existing?.uploadId === ref.uploadId) {
           uploads.delete(ref.uploadId);
@@ -126,6 +127,13 @@ export const memoryObjectStore = (): ObjectStore & {
             );
           chosen.push(part);
         }
+        const mismatched = numbers.flatMap((number, i) => {
+          const given = expected?.partSha256?.get(number);
+          const actual = chosen[i]!.sha256;
+          return given !== undefined && given !== actual ? [{ number, sha256: actual }] : [];
+        });
+        if (mismatched.length > 0)
+          return Effect.fail({ _tag: "PartsMismatched", parts: mismatched } as const);
         const bytes = concat(
           chosen.map((p) => p.bytes),
           chosen.reduce((n, p) => n + p.bytes.byteLength, 0),

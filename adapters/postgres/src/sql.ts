@@ -1,3 +1,6 @@
+import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
+import path from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import pg from "pg";
 
@@ -126,13 +129,44 @@ const overPglite = (db: Pick<PGlite, "query" | "exec">): Queryable => ({
   },
 });
 
+export interface PgliteOptions {
+  /**
+   * Postgres' shared_buffers in MiB. PGlite's default (160 MiB) is sized for a server; the pages
+   * are read through the OS's cache anyway, and every MiB here is resident in the host process.
+   */
+  readonly sharedBuffersMb?: number;
+}
+
+/**
+ * Creates the cluster in `dataDir` in a short-lived child process. initdb runs in a WebAssembly
+ * instance of its own whose memory the host would otherwise keep for its whole life (measured:
+ * 820 MiB resident after a first start in-process, against 380 MiB when reopening).
+ */
+const initdbApart = async (dataDir: string) => {
+  if (existsSync(path.join(dataDir, "PG_VERSION"))) return;
+  const module = import.meta.resolve("@electric-sql/pglite");
+  const script = `import { PGlite } from ${JSON.stringify(module)};
+const db = await PGlite.create(${JSON.stringify(dataDir)});
+await db.close();`;
+  await new Promise<void>((resolve, reject) => {
+    execFile(process.execPath, ["--input-type=module", "-e", script], (error, _stdout, stderr) =>
+      error
+        ? reject(new Error(`creating the PGlite cluster in ${dataDir}: ${stderr || error.message}`))
+        : resolve(),
+    );
+  });
+};
+
 /**
  * Postgres compiled to WebAssembly, in this process, its files under `dataDir` (in memory when
  * omitted). One process owns a data directory at a time. Its transactions queue the other
  * queries, so they are serializable.
  */
-export const openPglite = async (dataDir?: string): Promise<SqlDatabase> => {
-  const db = await PGlite.create(dataDir);
+export const openPglite = async (dataDir?: string, options: PgliteOptions = {}): Promise<SqlDatabase> => {
+  if (dataDir !== undefined) await initdbApart(dataDir);
+  const db = await PGlite.create(dataDir, {
+    startParams: [...PGlite.defaultStartParams, "-c", `shared_buffers=${options.sharedBuffersMb ?? 16}MB`],
+  });
   return {
     engine: "pglite",
     ...overPglite(db),

@@ -9,7 +9,10 @@ export interface StoredPart {
   readonly size: number;
   /** Opaque, unquoted. */
   readonly etag: string;
-  /** SHA-256 (hex) of the part's bytes, where the store knows it. */
+  /**
+   * SHA-256 (hex) of the part's bytes where the store knows it on receipt; null where it hashes
+   * only while assembling (then `completeMultipart` checks the part sha256 the client gives).
+   */
   readonly sha256: string | null;
 }
 
@@ -42,12 +45,15 @@ export interface ObjectStore {
   listParts(ref: MultipartRef): Effect.Effect<ReadonlyArray<StoredPart>, StorageError>;
   /**
    * Joins `parts`, in that order, into the object at `ref.key` and removes the parts.
-   * Calling it again after success answers the same object.
+   * Calling it again after success answers the same object. A store that hashes while
+   * assembling checks every sha256 in `expected` against the bytes it joins; on a difference it
+   * keeps the parts, stores no object and fails with PartsMismatched.
    */
   completeMultipart(
     ref: MultipartRef,
     parts: ReadonlyArray<number>,
-  ): Effect.Effect<AssembledObject, StorageError>;
+    expected?: { readonly partSha256?: ReadonlyMap<number, string> },
+  ): Effect.Effect<AssembledObject, StorageError | PartsMismatched>;
   /** Removes every stored part; harmless when there are none. */
   abortMultipart(ref: MultipartRef): Effect.Effect<void, StorageError>;
 
@@ -91,4 +97,10 @@ export interface PartRejected {
   readonly _tag: "PartRejected";
   readonly reason: "wrong_size";
   readonly received: number;
+}
+
+/** Parts whose bytes, hashed while assembling, differ from the sha256 the client gave. */
+export interface PartsMismatched {
+  readonly _tag: "PartsMismatched";
+  readonly parts: ReadonlyArray<{ readonly number: number; readonly sha256: string }>;
 }

@@ -265,9 +265,34 @@ export const makeUploads = (ports: VodPorts, config: VodConfig) => {
 
       const parts = yield* verify(session, input.parts);
       const ref = refOf(session);
-      const assembled = yield* store.completeMultipart(
-        ref,
-        parts.map((p) => p.number),
+      // A part sha256 the store could not check on receipt is checked while it assembles.
+      const unchecked = new Map(
+        (input.parts ?? []).flatMap((given) =>
+          given.sha256 !== undefined && parts.find((p) => p.number === given.number)?.sha256 === null
+            ? [[given.number, given.sha256] as const]
+            : [],
+        ),
+      );
+      const assembled = yield* Effect.catchTag(
+        store.completeMultipart(
+          ref,
+          parts.map((p) => p.number),
+          { partSha256: unchecked },
+        ),
+        "PartsMismatched",
+        (mismatch) =>
+          Effect.fail(
+            new InvalidRequest({
+              message: "stored parts do not match",
+              details: {
+                missing_parts: [],
+                mismatched_parts: mismatch.parts.map(({ number }) => ({
+                  number,
+                  reason: "sha256 differs from the stored part",
+                })),
+              },
+            }),
+          ),
       );
       if (assembled.size !== session.size_bytes)
         return yield* Effect.fail(
