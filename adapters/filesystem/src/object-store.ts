@@ -140,13 +140,23 @@ const writeBody = async (
             yield body;
           })()
         : body;
-    await pipeline(source, counted, handle.createWriteStream({ flush: options.durable }));
+    await pipeline(
+      source,
+      counted,
+      handle.createWriteStream({ flush: options.durable, highWaterMark: WRITE_BUFFER }),
+    );
   } catch (e) {
     if (e instanceof TooLong) return { complete: false as const, size };
     throw e;
   }
   return { complete: true as const, size };
 };
+
+/**
+ * How much a file's write stream buffers: while one write is at the disk, the chunks that arrive
+ * meanwhile (64 KiB each from a socket) go down together in one writev, not one write each.
+ */
+const WRITE_BUFFER = 1024 * 1024;
 
 /** Reads at most this much per read while assembling and hashing: fewer, larger syscalls. */
 const ASSEMBLY_CHUNK = 1024 * 1024;
