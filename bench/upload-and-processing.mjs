@@ -2,7 +2,8 @@
 // Upload throughput, host memory and processing time of the VOD host against their baselines,
 // in one run on the same bytes. See bench/README.md. Traffic goes to 127.0.0.1 only.
 //
-//   node bench/upload-and-processing.mjs [--size-mib 1024] [--rounds 5] [--quick] [--vod-storage postgres|memory]
+//   node bench/upload-and-processing.mjs [--size-mib 1024] [--rounds 5] [--quick]
+//     [--vod-storage postgres|memory|server] [--database-url postgres://postgres@127.0.0.1:5432/postgres]
 import { execFile, execFileSync } from "node:child_process";
 import { randomFillSync } from "node:crypto";
 import { existsSync } from "node:fs";
@@ -48,6 +49,7 @@ const { values: args } = parseArgs({
     "video-seconds": { type: "string" },
     "processing-rounds": { type: "string" },
     "vod-storage": { type: "string", default: "postgres" },
+    "database-url": { type: "string", default: "postgres://postgres@127.0.0.1:5432/postgres" },
     "skip-upload": { type: "boolean", default: false },
     "skip-processing": { type: "boolean", default: false },
   },
@@ -58,7 +60,11 @@ const rounds = Number(args.rounds ?? (quick ? 1 : 5));
 const videoSeconds = Number(args["video-seconds"] ?? (quick ? 10 : 30));
 const processingRounds = Number(args["processing-rounds"] ?? (quick ? 1 : 3));
 const vodStorage = args["vod-storage"];
-if (!["postgres", "memory"].includes(vodStorage)) throw new Error(`bad --vod-storage: ${vodStorage}`);
+if (!["postgres", "memory", "server"].includes(vodStorage))
+  throw new Error(`bad --vod-storage: ${vodStorage}`);
+const databaseUrl = args["database-url"];
+if (vodStorage === "server" && !["127.0.0.1", "localhost"].includes(new URL(databaseUrl).hostname))
+  throw new Error(`--database-url must point at 127.0.0.1: ${databaseUrl}`);
 for (const [name, value] of Object.entries({ sizeMiB, rounds, videoSeconds, processingRounds }))
   if (!Number.isInteger(value) || value < 1 || value > 100_000) throw new Error(`bad ${name}: ${value}`);
 
@@ -78,18 +84,46 @@ const log = (...parts) => console.error(`[${new Date().toISOString().slice(11, 1
 const syncDisks = () => execFileSync("sync");
 const seconds = (start) => Number(process.hrtime.bigint() - start) / 1e9;
 const now = () => process.hrtime.bigint();
+// --vod-storage server: each host the run starts gets a schema of its own (and its queue one more,
+// `<schema>_jobs`), named after this process; all are dropped on the way out.
+const schemaBase = `vod_bench_${process.pid}_${Date.now().toString(36)}`;
+const { connectPostgres } = vodStorage === "server" ? await fromRepo("adapters/postgres") : {};
+/** Where the vod hosts keep their data, for the header and the table. */
+const storageName = {
+  postgres: "PGlite",
+  memory: "memory",
+  server: "Postgres server",
+}[vodStorage];
+const vodName = `vod host (${storageName})`;
 
 // ---------------------------------------------------------------------------------------------
 // Scratch space, children, and cleanup on every way out.
 
 const scratch = await mkdtemp(join(tmpdir(), "vod-bench-"));
 const children = new Set();
-let cleaned = false;
-const cleanup = async () => {
-  if (cleaned) return;
-  cleaned = true;
-  await Promise.all([...children].map((c) => c.stop()));
-  await rm(scratch, { recursive: true, force: true });
+/** The schemas the hosts of this run were given (--vod-storage server). */
+const schemas = [];
+const dropSchemas = async () => {
+  if (schemas.length === 0) return;
+  const admin = connectPostgres({ connectionString: databaseUrl, poolSize: 1 });
+  try {
+    for (const schema of schemas.flatMap((s) => [s, `${s}_jobs`]))
+      await admin.exec(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+    log(`dropped schemas ${schemas.map((s) => `${s}, ${s}_jobs`).join(", ")}`);
+  } finally {
+    await admin.close();
+  }
+};
+let cleaning;
+/** Stops the hosts, drops the schemas, removes the scratch space: once, whoever asks first. */
+const cleanup = () => {
+  cleaning ??= (async () => {
+    await Promise.all([...children].map((c) => c.stop()));
+    await dropSchemas().catch((error) => log(`cleanup: dropping schemas: ${error?.message ?? error}`));
+    await rm(scratch, { recursive: true, force: true });
+  })();
+  // A signal and the way out of the main block wait for the same work to finish.
+  return cleaning;
 };
 for (const signal of ["SIGINT", "SIGTERM"])
   process.once(signal, () => {
@@ -249,13 +283,21 @@ const tusServer = async () => {
   };
 };
 
+/** The env that puts a host on the configured storage; `role` names its schema on a server. */
+const storageEnv = (role) => {
+  if (vodStorage !== "server") return { VOD_STORAGE: vodStorage };
+  const schema = `${schemaBase}_${role}`;
+  schemas.push(schema);
+  return { VOD_STORAGE: "postgres", VOD_DATABASE_URL: databaseUrl, VOD_DATABASE_SCHEMA: schema };
+};
+
 /** Starts `vod serve` on 127.0.0.1 with its data in `dataDir` and the configured storage. */
-const startHost = (dataDir, workers) =>
+const startHost = (dataDir, workers, role) =>
   startVodHost({
     cli,
     dataDir,
     env: {
-      VOD_STORAGE: vodStorage,
+      ...storageEnv(role),
       VOD_WORKER_CONCURRENCY: String(workers),
       VOD_FFMPEG_PATH: tools.ffmpeg,
       VOD_FFPROBE_PATH: tools.ffprobe,
@@ -267,7 +309,7 @@ const startHost = (dataDir, workers) =>
 /** The VOD host's media app: part PUTs of one upload (8 MiB parts), then complete, timed apart. */
 const vodServer = async () => {
   const dataDir = join(scratch, "vod-upload");
-  const host = await startHost(dataDir, 0);
+  const host = await startHost(dataDir, 0, "upload");
   let uploads = 0;
   return {
     name: "vod",
@@ -356,7 +398,7 @@ const processingBench = async () => {
   await makeVideo(tools.ffmpeg, source, videoSeconds);
   const sourceBytes = (await stat(source)).size;
   const planned = planRenditions(defaultLadder, VIDEO);
-  const host = await startHost(join(scratch, "vod-processing"), 1);
+  const host = await startHost(join(scratch, "vod-processing"), 1, "processing");
   const plain = [];
   const hosted = [];
   // Until the asset leaves "uploaded": the job waiting in the queue for the worker to poll it.
@@ -427,8 +469,15 @@ const processingBench = async () => {
 
 try {
   const ffmpegVersion = execFileSync(tools.ffmpeg, ["-version"], { encoding: "utf8" }).split("\n")[0];
+  const roles = [!args["skip-upload"] && "upload", !args["skip-processing"] && "processing"].filter(Boolean);
+  const url = new URL(databaseUrl);
+  const storage =
+    vodStorage === "server"
+      ? `server (${url.protocol}//${url.host}${url.pathname}, ` +
+        `schema ${roles.map((r) => `${schemaBase}_${r}`).join(", ")}; dropped at the end)`
+      : vodStorage;
   const header =
-    `${new Date().toISOString()}  vod storage ${vodStorage}  node ${process.version}  ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}  ` +
+    `${new Date().toISOString()}  vod storage ${storage}  node ${process.version}  ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}  ` +
     `${ffmpegVersion.split(" Copyright")[0]}\nbuild measured: ${repo} ${describeBuild()}`;
   const rows = [];
   const extra = [];
@@ -462,7 +511,7 @@ try {
         "—",
       ],
       [
-        "vod host: part PUTs vs the limit",
+        `${vodName}: part PUTs vs the limit`,
         SIZE,
         secs("vod"),
         mbps(vod),
@@ -471,7 +520,7 @@ try {
         verdict(toLimit >= 0.9),
       ],
       [
-        "vod host: part PUTs vs @tus/server",
+        `${vodName}: part PUTs vs @tus/server`,
         SIZE,
         fmt(vod),
         mbps(vod),
@@ -480,7 +529,7 @@ try {
         verdict(toTus >= 1.0),
       ],
       [
-        "vod host: complete (assemble, not in the above)",
+        `${vodName}: complete (assemble, not in the above)`,
         SIZE,
         `${fmt(med("vod", "completeSeconds"))}${spread(results.vod.map((r) => r.completeSeconds))}`,
         mbps(med("vod", "completeSeconds")),
@@ -493,7 +542,7 @@ try {
     const peakComplete = Math.max(...results.vod.map((r) => r.peakWithCompleteKiB)) / 1024;
     const growth = peak - idleKiB.vod / 1024;
     rows.push([
-      `vod host: peak RSS during ${sizeMiB} MiB upload (idle ${fmt(idleKiB.vod / 1024, 0)} MiB, +${fmt(growth, 0)} MiB; with complete ${fmt(peakComplete, 0)} MiB)`,
+      `${vodName}: peak RSS during ${sizeMiB} MiB upload (idle ${fmt(idleKiB.vod / 1024, 0)} MiB, +${fmt(growth, 0)} MiB; with complete ${fmt(peakComplete, 0)} MiB)`,
       SIZE,
       "—",
       "—",
@@ -540,7 +589,7 @@ try {
         "—",
       ],
       [
-        "processing: vod host, upload-complete → ready",
+        `processing: ${vodName}, upload-complete → ready`,
         sourceBytes,
         `${fmt(h)}${spread(hosted)}`,
         "—",

@@ -28,6 +28,8 @@ export interface PgBossQueueOptions {
 export interface PgBossQueue extends JobQueue {
   /** Enqueues through `sql`: inside a transaction, the job commits or rolls back with it. */
   enqueueWith<N extends JobName>(sql: Queryable, name: N, data: JobTypes[N]): Promise<void>;
+  /** Asks this process's idle workers of `name` to fetch now (a job was just committed). */
+  wake(name: JobName): void;
   close(): Promise<void>;
 }
 
@@ -67,7 +69,11 @@ export const pgBossQueue = async (
     else await boss.createQueue(name, queue);
   }
 
+  const local = new Map<JobName, Set<string>>();
   return {
+    wake: (name) => {
+      for (const id of local.get(name) ?? []) boss.notifyWorker(id);
+    },
     enqueueWith: async (sql, name, data) => {
       await boss.send(name, data as object, { db: bossDb(sql) });
     },
@@ -103,10 +109,14 @@ export const pgBossQueue = async (
               ),
             ),
           );
+          const mine = local.get(name) ?? new Set<string>();
+          local.set(name, mine);
+          for (const id of ids) mine.add(id);
           return {
             // pg-boss's offWork only asks its workers to stop; a fetch in flight may still hand
             // one job over. Wait until nothing runs for a whole polling interval.
             stop: Effect.promise(async () => {
+              for (const id of ids) mine.delete(id);
               await Promise.all(ids.map((id) => boss.offWork({ id })));
               for (;;) {
                 while (running > 0) await new Promise((r) => setTimeout(r, 25));

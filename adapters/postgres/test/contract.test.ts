@@ -1,7 +1,7 @@
 import { type PgBossQueue, pgBossQueue, postgresBackdoor, postgresStorage } from "@vod/adapter-postgres";
 import { describeJobQueue, describeStorage } from "@vod/contract-tests";
 import { Effect } from "effect";
-import { afterAll } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { migratedOnce, onEachEngine } from "./engines.js";
 
 onEachEngine(({ name, open }) => {
@@ -45,5 +45,40 @@ onEachEngine(({ name, open }) => {
       maxAttempts: 3,
       cleanup: () => queue.close(),
     };
+  });
+});
+
+// A job committed in this process is fetched at once by this process's idle workers: they are
+// woken after the commit, not left to their next poll (30 s here, far beyond the wait below).
+onEachEngine(({ name, open }) => {
+  const engine = migratedOnce(open);
+  describe(`pg-boss on ${name}: waking local workers`, () => {
+    it("starts a job committed after the workers' last poll without waiting for the next", async () => {
+      const db = await engine.db();
+      const queue = await pgBossQueue(db, { pollSeconds: 30, maintenanceSeconds: 60 });
+      try {
+        const storage = postgresStorage(db, { enqueue: queue.enqueueWith, enqueued: queue.wake });
+        const started: string[] = [];
+        const worker = await Effect.runPromise(
+          queue.work("process-asset", { concurrency: 1 }, (job) =>
+            Effect.sync(() => void started.push(job.data.asset_id)),
+          ),
+        );
+        // Let the worker make its first (empty) fetch and go to sleep for its interval.
+        await new Promise((r) => setTimeout(r, 1_500));
+        const assetId = `ast_wake_${Date.now()}`;
+        await Effect.runPromise(
+          storage.transaction((tx) =>
+            tx.jobs.enqueue("process-asset", { tenant_id: "tnt_w", asset_id: assetId }),
+          ),
+        );
+        const until = Date.now() + 10_000;
+        while (!started.includes(assetId) && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+        expect(started).toContain(assetId);
+        await Effect.runPromise(Effect.timeout(worker.stop, "1 second")).catch(() => undefined);
+      } finally {
+        await queue.close();
+      }
+    }, 30_000);
   });
 });

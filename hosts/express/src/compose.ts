@@ -149,7 +149,7 @@ export const composeVod = async (
       leaseSeconds: config.jobs.leaseSeconds,
       maintenanceSeconds: config.jobs.maintenanceSeconds,
     });
-    storage = postgresStorage(db, { enqueue: boss.enqueueWith });
+    storage = postgresStorage(db, { enqueue: boss.enqueueWith, enqueued: boss.wake });
     jobQueue = boss;
     revocationStore = postgresRevocationStore(db);
     telemetrySink = postgresTelemetrySink(db);
