@@ -7,10 +7,12 @@ import { postgresStorage } from "./storage.js";
 export { postgresBackdoor } from "./backdoor.js";
 export { type PgBossQueue, type PgBossQueueOptions, pgBossQueue } from "./jobs.js";
 export { type Migration, migrate, migrations } from "./migrations.js";
+export { openPgliteProcess, type PgliteProcessOptions } from "./pglite-process.js";
 export { type Enqueue, repositoriesOver } from "./repositories.js";
 export {
   connectPostgres,
   openPglite,
+  type PgliteOptions,
   type PostgresOptions,
   type Queryable,
   type QueryResult,
@@ -24,7 +26,9 @@ export { postgresStorage } from "./storage.js";
  */
 export const postgresAdapters = (db: SqlDatabase, queue?: PgBossQueue) =>
   new ContainerModule(({ bind }) => {
-    bind(Tokens.Storage).toConstantValue(postgresStorage(db, queue ? { enqueue: queue.enqueueWith } : {}));
+    bind(Tokens.Storage).toConstantValue(
+      postgresStorage(db, queue ? { enqueue: queue.enqueueWith, enqueued: queue.wake } : {}),
+    );
     if (queue) bind(Tokens.JobQueue).toConstantValue(queue);
   });
 export { postgresRevocationStore } from "./revocation-store.js";

@@ -113,7 +113,7 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
   };
 };
 
-const overPglite = (db: Pick<PGlite, "query" | "exec">): Queryable => ({
+export const overPglite = (db: Pick<PGlite, "query" | "exec">): Queryable => ({
   query: async <R>(text: string, params?: ReadonlyArray<unknown>) => {
     if (params === undefined || params.length === 0) {
       // PGlite's extended protocol takes one statement; exec takes several.
@@ -142,7 +142,7 @@ export interface PgliteOptions {
  * instance of its own whose memory the host would otherwise keep for its whole life (measured:
  * 820 MiB resident after a first start in-process, against 380 MiB when reopening).
  */
-const initdbApart = async (dataDir: string) => {
+export const initdbApart = async (dataDir: string) => {
   if (existsSync(path.join(dataDir, "PG_VERSION"))) return;
   const module = import.meta.resolve("@electric-sql/pglite");
   const script = `import { PGlite } from ${JSON.stringify(module)};

@@ -49,7 +49,11 @@ export const postgresStorage = (db: SqlDatabase, options: PostgresStorageOptions
               ? error
               : new StorageError({ message: "database transaction failed", cause: error }),
         }).pipe(
-          Effect.tap(() => Effect.sync(() => committed.forEach((name) => enqueued?.(name)))),
+          Effect.tap(() =>
+            Effect.sync(() => {
+              for (const name of committed) enqueued?.(name);
+            }),
+          ),
           Effect.catchAll((error) =>
             error instanceof Rollback ? Effect.succeed(error.exit as Exit.Exit<A, E>) : Effect.fail(error),
           ),

@@ -1,9 +1,18 @@
-import { connectPostgres, migrate, openPglite, type SqlDatabase } from "@vod/adapter-postgres";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import {
+  connectPostgres,
+  migrate,
+  openPglite,
+  openPgliteProcess,
+  type SqlDatabase,
+} from "@vod/adapter-postgres";
 import { suiteName, temporarySchemas, testServices } from "@vod/contract-tests";
 import { afterAll, describe } from "vitest";
 
 export interface Engine {
-  readonly name: "pglite" | "postgres";
+  readonly name: "pglite" | "pglite-process" | "postgres";
   /** Opens the engine's database; on the server, every call reaches the same schema. */
   readonly open: () => Promise<SqlDatabase>;
   /** Whether two `open` calls are two pools (server) or two instances of nothing shared (PGlite). */
@@ -16,6 +25,22 @@ export interface Engine {
  */
 export const onEachEngine = (suites: (engine: Engine) => void) => {
   suites({ name: "pglite", open: () => openPglite(), separatePools: false });
+  // The host's embedded default: PGlite in a process of its own, over IPC, on a data directory.
+  suites({
+    name: "pglite-process",
+    open: async () => {
+      const dir = await mkdtemp(join(tmpdir(), "vod-pglite-process-"));
+      const db = await openPgliteProcess(dir);
+      return {
+        ...db,
+        close: async () => {
+          await db.close();
+          await rm(dir, { recursive: true, force: true });
+        },
+      };
+    },
+    separatePools: false,
+  });
   const { databaseUrl } = testServices();
   describe.skipIf(databaseUrl === null)(
     suiteName("postgres server", databaseUrl !== null, "VOD_TEST_DATABASE_URL"),

@@ -18,7 +18,7 @@ import {
 import {
   connectPostgres,
   migrate,
-  openPglite,
+  openPgliteProcess,
   type PgBossQueue,
   pgBossQueue,
   postgresRevocationStore,
@@ -73,7 +73,13 @@ export const openDatabase = async (config: HostConfig): Promise<SqlDatabase> =>
         poolSize: config.database.poolSize,
         schema: config.database.schema,
       })
-    : openPglite(resolve(config.dataDir, "pglite"));
+    : openPgliteProcess(resolve(config.dataDir, "pglite"), {
+        // Without its database the host can only fail every request: stop, to be started afresh.
+        onExit: (reason) => {
+          process.stderr.write(`vod: ${reason}; stopping\n`);
+          process.exit(1);
+        },
+      });
 
 const secretBytes = (given: string | undefined, dataDir: string, file: string) =>
   given ? Promise.resolve(new TextEncoder().encode(given)) : loadOrCreateSecret(dataDir, file);

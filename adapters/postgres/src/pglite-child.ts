@@ -1,0 +1,122 @@
+// The embedded database's own process: PGlite on one data directory, driven by the host over IPC
+// (see pglite-process.ts for the protocol). It exits when the host goes away, so that no orphan
+// keeps the data directory open.
+import { PGlite } from "@electric-sql/pglite";
+import { overPglite, type Queryable } from "./sql.js";
+
+export type Request =
+  | {
+      readonly id: number;
+      readonly op: "query";
+      readonly tx?: number;
+      readonly text: string;
+      readonly params?: unknown[];
+    }
+  | { readonly id: number; readonly op: "exec"; readonly tx?: number; readonly sql: string }
+  | { readonly id: number; readonly op: "begin" }
+  | { readonly id: number; readonly op: "end"; readonly tx: number; readonly commit: boolean }
+  | { readonly id: number; readonly op: "close" };
+
+export type Reply =
+  | { readonly ready: true }
+  | { readonly id: number; readonly ok: true; readonly result?: unknown }
+  | { readonly id: number; readonly ok: false; readonly error: Record<string, unknown> };
+
+/** What of a database error the host needs: the message, and SQLSTATE and its details. */
+const describe = (error: unknown): Record<string, unknown> => {
+  if (!(error instanceof Error)) return { message: String(error) };
+  const fields: Record<string, unknown> = { message: error.message };
+  for (const key of ["code", "detail", "constraint", "severity", "schema", "table", "column", "hint"])
+    if (key in error) fields[key] = (error as unknown as Record<string, unknown>)[key];
+  return fields;
+};
+
+const send = (reply: Reply) => process.send?.(reply);
+
+const main = async () => {
+  const [dataDir, sharedBuffersMb] = process.argv.slice(2);
+  const db = await PGlite.create(dataDir, {
+    startParams: [...PGlite.defaultStartParams, "-c", `shared_buffers=${sharedBuffersMb ?? "16"}MB`],
+  });
+  const plain = overPglite(db);
+  /** Open transactions: their connection, and how to end them. */
+  const open = new Map<
+    number,
+    { readonly sql: Queryable; finish(commit: boolean): void; done: Promise<void> }
+  >();
+  let nextTx = 1;
+  const rollback = Symbol("rollback");
+
+  const on = (tx: number | undefined) => {
+    if (tx === undefined) return plain;
+    const found = open.get(tx);
+    if (!found) throw new Error(`no open transaction ${tx}`);
+    return found.sql;
+  };
+
+  const handle = async (request: Request): Promise<unknown> => {
+    switch (request.op) {
+      case "query":
+        return on(request.tx).query(request.text, request.params);
+      case "exec":
+        return on(request.tx).exec(request.sql);
+      case "begin": {
+        const tx = nextTx++;
+        // PGlite's transaction holds its lock until the callback settles: it settles when the
+        // host ends the transaction, and other queries wait for it as they would in-process.
+        let started!: () => void;
+        const entered = new Promise<void>((resolve) => {
+          started = resolve;
+        });
+        const done = db
+          .transaction(async (t) => {
+            const commit = await new Promise<boolean>((finish) => {
+              open.set(tx, { sql: overPglite(t), finish, done });
+              started();
+            });
+            if (!commit) throw rollback;
+          })
+          .catch((error: unknown) => {
+            if (error !== rollback) throw error;
+          });
+        // Either the transaction is entered, or it failed before (its BEGIN did).
+        await Promise.race([entered, done.then(() => undefined)]);
+        if (!open.has(tx)) throw new Error("the transaction could not begin");
+        return tx;
+      }
+      case "end": {
+        const found = open.get(request.tx);
+        if (!found) throw new Error(`no open transaction ${request.tx}`);
+        open.delete(request.tx);
+        found.finish(request.commit);
+        await found.done;
+        return undefined;
+      }
+      case "close":
+        await db.close();
+        return undefined;
+    }
+  };
+
+  process.on("message", (request: Request) => {
+    handle(request).then(
+      (result) => {
+        send({ id: request.id, ok: true, result });
+        if (request.op === "close") process.disconnect();
+      },
+      (error: unknown) => send({ id: request.id, ok: false, error: describe(error) }),
+    );
+  });
+  // The host is gone (exited, killed): close the database and go too.
+  process.on("disconnect", () => {
+    void db.close().finally(() => process.exit(0));
+  });
+  send({ ready: true });
+};
+
+main().catch((error: unknown) => {
+  console.error(
+    `vod: the embedded database could not start: ${error instanceof Error ? error.stack : String(error)}`,
+  );
+  process.exit(1);
+});
