@@ -87,6 +87,23 @@ export const cpuSeconds = async (pid = process.pid) => {
   return { user: tick(11), system: tick(12), children: tick(13) + tick(14) };
 };
 
+/** Process ids whose parent is `pid` (Linux /proc), e.g. the host's embedded database process. */
+export const childPids = async (pid) => {
+  const { readdir, readFile } = await import("node:fs/promises");
+  const found = [];
+  for (const name of await readdir("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      // The parent pid is the 2nd field after the command, which is in parentheses.
+      const stat = await readFile(`/proc/${name}/stat`, "utf8");
+      if (stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1] === String(pid)) found.push(Number(name));
+    } catch {
+      // exited while listing
+    }
+  }
+  return found;
+};
+
 /** Samples VmRSS of `pid` every `intervalMs` until `stop()`, which answers the peak and the count. */
 export const sampleRss = (pid, intervalMs = 50) => {
   let peakKiB = 0;

@@ -13,6 +13,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs, promisify } from "node:util";
 import {
+  childPids,
   cli,
   cpuSeconds,
   describeBuild,
@@ -349,6 +350,14 @@ const uploadBench = async (file) => {
     await server.clean();
     idleKiB[server.name] = await statusKiB(server.pid);
   }
+  // The host's embedded database runs in a child process (PGlite): its memory is reported beside
+  // the host's, so the host's figure is not read as the whole footprint.
+  const vodPid = servers[2].pid;
+  const databasePid = vodStorage === "postgres" ? (await childPids(vodPid))[0] : undefined;
+  const database =
+    databasePid === undefined
+      ? undefined
+      : { pid: databasePid, idleKiB: await statusKiB(databasePid), peakKiB: 0 };
   for (let round = 0; round < rounds; round++) {
     // Each round starts at another server, so drift on a shared machine falls on each in turn.
     const order = servers.map((_, i) => servers[(i + round) % servers.length]);
@@ -356,6 +365,7 @@ const uploadBench = async (file) => {
       syncDisks();
       await sleep(500);
       const sampler = sampleRss(server.pid, 50);
+      const databaseSampler = server.name === "vod" && database ? sampleRss(database.pid, 50) : undefined;
       const cpuBefore = await cpuSeconds(server.pid);
       let cpuParts;
       let partsPeak;
@@ -366,6 +376,8 @@ const uploadBench = async (file) => {
         },
       });
       const { peakKiB, samples } = await sampler.stop();
+      if (databaseSampler)
+        database.peakKiB = Math.max(database.peakKiB, (await databaseSampler.stop()).peakKiB);
       result.peakKiB = partsPeak ?? peakKiB;
       result.peakWithCompleteKiB = peakKiB;
       result.samples = samples;
@@ -383,10 +395,11 @@ const uploadBench = async (file) => {
   }
   const hwmKiB = {};
   for (const server of servers) hwmKiB[server.name] = await statusKiB(server.pid, "VmHWM");
+  if (database) database.hwmKiB = await statusKiB(database.pid, "VmHWM");
   const notes = Object.fromEntries(servers.map((s) => [s.name, s.note]));
   const tusVersion = servers[1].version;
   for (const server of servers) await server.stop();
-  return { results, idleKiB, hwmKiB, notes, tusVersion };
+  return { results, idleKiB, hwmKiB, notes, tusVersion, database };
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -487,7 +500,7 @@ try {
     log(`writing ${sizeMiB} MiB of random bytes to ${file}`);
     await makeRandomFile(file, SIZE);
     syncDisks();
-    const { results, idleKiB, hwmKiB, notes, tusVersion } = await uploadBench(file);
+    const { results, idleKiB, hwmKiB, notes, tusVersion, database } = await uploadBench(file);
     const med = (name, key = "seconds") => median(results[name].map((r) => r[key]));
     const limit = med("bare");
     const tus = med("tus");
@@ -564,6 +577,11 @@ try {
     extra.push(
       `vod: VmHWM over the whole run ${fmt(hwmKiB.vod / 1024, 0)} MiB (includes start-up and migrations)`,
     );
+    if (database)
+      extra.push(
+        `vod's embedded database (PGlite in a child process of the host, pid ${database.pid}): peak RSS ${fmt(database.peakKiB / 1024, 0)} MiB during uploads ` +
+          `(idle ${fmt(database.idleKiB / 1024, 0)} MiB, VmHWM ${fmt(database.hwmKiB / 1024, 0)} MiB); host and database together at peak: ${fmt((database.peakKiB + Math.max(...results.vod.map((r) => r.peakKiB))) / 1024, 0)} MiB`,
+      );
     extra.push(
       `${PARALLEL} requests in flight, ${PART / MiB} MiB per request, ${rounds} round(s): seconds are the median ` +
         `(each round in parentheses), ratios the median of the per-round ratios (throughput over the baseline's); ` +

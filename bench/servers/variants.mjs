@@ -4,8 +4,8 @@
 //   fsync         ... opened with { flush: true }: fsync before close, as the store does
 //   sha256        ... hashed on the way through an async generator, as the store's writeBody does
 //   sha256+fsync  both
-//   store         the filesystem store's receivePart itself (tmp file, hash, fsync, rename,
-//                 pointer JSON with fsync), without Express, the core, the database or the URL check
+//   store         the filesystem store's receivePart itself (temp file with a 1 MiB write buffer,
+//                 rename), without Express, the core, the database or the URL check
 import { createHash } from "node:crypto";
 import { createWriteStream } from "node:fs";
 import { createServer } from "node:http";
