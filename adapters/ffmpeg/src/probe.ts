@@ -126,28 +126,57 @@ export const fileUrl = (path: string): string => `file:${path}`;
 const decoderMissing = /decoder[^\n]*not found|no decoder/i;
 
 /**
- * ffprobe, then one decoded frame: a source is valid only when ffmpeg can actually decode its video,
+ * ffprobe, and one decoded frame: a source is valid only when ffmpeg can actually decode its video,
  * which is what `invalid_media` means ("not a decodable video").
  */
 export const probeFile = (tools: ProbeTools, path: string): Effect.Effect<ProbedSource, MediaRejectedError> =>
   Effect.gen(function* () {
-    const probed = yield* runTool(
-      "ffprobe",
-      tools.ffprobe,
+    // Both tools read the file at once (they are on the critical path of every job); their
+    // verdicts are still taken in order: unreadable, then unsupported, then undecodable.
+    const [probed, decoded] = yield* Effect.all(
       [
-        "-hide_banner",
-        "-v",
-        "error",
-        "-protocol_whitelist",
-        "file",
-        "-print_format",
-        "json",
-        "-show_format",
-        "-show_streams",
-        "-i",
-        fileUrl(path),
+        runTool(
+          "ffprobe",
+          tools.ffprobe,
+          [
+            "-hide_banner",
+            "-v",
+            "error",
+            "-protocol_whitelist",
+            "file",
+            "-print_format",
+            "json",
+            "-show_format",
+            "-show_streams",
+            "-i",
+            fileUrl(path),
+          ],
+          { captureStdout: true, timeoutMs: tools.timeoutMs },
+        ),
+        runTool(
+          "ffmpeg",
+          tools.ffmpeg,
+          [
+            "-hide_banner",
+            "-nostdin",
+            "-v",
+            "error",
+            "-protocol_whitelist",
+            "file",
+            "-i",
+            fileUrl(path),
+            "-map",
+            "0:V:0",
+            "-frames:v",
+            "1",
+            "-f",
+            "null",
+            "-",
+          ],
+          { timeoutMs: tools.timeoutMs },
+        ),
       ],
-      { captureStdout: true, timeoutMs: tools.timeoutMs },
+      { concurrency: 2 },
     );
     if (probed.signal !== null) return yield* rejected("processing_error", describeRun("ffprobe", probed));
     if (probed.exitCode !== 0) {
@@ -161,28 +190,6 @@ export const probeFile = (tools: ProbeTools, path: string): Effect.Effect<Probed
       catch: (cause) => rejected("processing_error", "ffprobe printed something other than JSON", cause),
     });
     const source = yield* readProbe(json, yield* tools.decodable);
-    const decoded = yield* runTool(
-      "ffmpeg",
-      tools.ffmpeg,
-      [
-        "-hide_banner",
-        "-nostdin",
-        "-v",
-        "error",
-        "-protocol_whitelist",
-        "file",
-        "-i",
-        fileUrl(path),
-        "-map",
-        "0:V:0",
-        "-frames:v",
-        "1",
-        "-f",
-        "null",
-        "-",
-      ],
-      { timeoutMs: tools.timeoutMs },
-    );
     if (decoded.signal !== null) return yield* rejected("processing_error", describeRun("ffmpeg", decoded));
     if (decoded.exitCode !== 0) {
       const message = `The video cannot be decoded (${describeRun("ffmpeg", decoded)})`;
