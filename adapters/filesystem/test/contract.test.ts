@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, truncate } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { filesystemAdapters, filesystemBackdoor, filesystemObjectStore } from "@vod/adapter-filesystem";
@@ -92,6 +92,32 @@ describe("filesystem object store", () => {
     const third = filesystemObjectStore({ root });
     expect(await run(third.completeMultipart(ref, [1, 2]))).toEqual(assembled);
     expect(Option.getOrThrow(await run(third.head(ref.key))).contentType).toBe("application/octet-stream");
+  });
+
+  it("lists a part cut short on disk (a crash before completion) at its real size, and a resend replaces it", async () => {
+    // Parts are not flushed on receipt: after a crash a part file may hold fewer bytes than were
+    // acknowledged. The store reports the size on disk, so the core sees a wrong-size part and
+    // the client sends it again; nothing short is ever assembled.
+    const store = filesystemObjectStore({ root });
+    const ref = { uploadId: uid("upl"), key: `origins/${uid("tnt")}/${uid("ast")}` };
+    const body = new Uint8Array(64 * KiB).fill(7);
+    const first = await run(
+      store.receivePart(ref, { number: 1, expectedSize: body.byteLength }, toStream(body)),
+    );
+    const [file] = (await filesUnder(root)).filter((f) => f.endsWith(".part"));
+    await truncate(path.join(root, file!), 1000);
+    expect(await run(store.listParts(ref))).toEqual([{ ...first, size: 1000 }]);
+
+    const again = await run(
+      store.receivePart(ref, { number: 1, expectedSize: body.byteLength }, toStream(body)),
+    );
+    expect(again.etag).not.toBe(first.etag);
+    expect(await run(store.listParts(ref))).toEqual([again]);
+    expect((await filesUnder(root)).filter((f) => f.endsWith(".part"))).toHaveLength(1);
+    expect(await run(store.completeMultipart(ref, [1]))).toEqual({
+      size: body.byteLength,
+      sha256: sha256(body),
+    });
   });
 
   it("leaves no temporary files behind, and no empty directories after deleting", async () => {
