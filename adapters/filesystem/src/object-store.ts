@@ -115,6 +115,12 @@ const refused = (what: string, value: string, problem: string) =>
 class TooLong extends Error {}
 
 /**
+ * How much a file's write stream buffers: while one write is at the disk, the chunks that arrive
+ * meanwhile (64 KiB each from a socket) go down together in one writev, not one write each.
+ */
+const WRITE_BUFFER = 1024 * 1024;
+
+/**
  * Streams `body` into the open file; never holds more than the stream's buffers. With `limit`,
  * stops reading once more than `limit` bytes arrived. `durable`: the bytes reach the disk before
  * the file is renamed into place, so a crash cannot leave a renamed but empty file.
@@ -151,12 +157,6 @@ const writeBody = async (
   }
   return { complete: true as const, size };
 };
-
-/**
- * How much a file's write stream buffers: while one write is at the disk, the chunks that arrive
- * meanwhile (64 KiB each from a socket) go down together in one writev, not one write each.
- */
-const WRITE_BUFFER = 1024 * 1024;
 
 /** Reads at most this much per read while assembling and hashing: fewer, larger syscalls. */
 const ASSEMBLY_CHUNK = 1024 * 1024;
