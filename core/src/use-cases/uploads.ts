@@ -210,6 +210,21 @@ export const makeUploads = (ports: VodPorts, config: VodConfig) => {
       return { etag: part.etag };
     });
 
+  /** The 400 of a completion whose parts are missing or do not match, from either check. */
+  const partsRefused = (
+    session: UploadSession,
+    missing: ReadonlyArray<number>,
+    mismatched: ReadonlyArray<{ number: number; reason: string }>,
+  ) =>
+    new InvalidRequest({
+      message:
+        missing.length > 0
+          ? `upload is incomplete: ${missing.length} of ${session.part_count} parts missing`
+          : "stored parts do not match",
+      details: { missing_parts: missing, mismatched_parts: mismatched },
+    });
+  const SHA256_DIFFERS = "sha256 differs from the stored part";
+
   /** What the store holds, checked against the session and the client's own list. */
   const verify = (session: UploadSession, claimed: CompleteInput["parts"]) =>
     Effect.gen(function* () {
@@ -234,18 +249,10 @@ export const makeUploads = (ports: VodPorts, config: VodConfig) => {
         else if (given.etag !== undefined && unquote(given.etag) !== part.etag)
           mismatched.push({ number: given.number, reason: "etag differs from the stored part" });
         else if (given.sha256 !== undefined && part.sha256 !== null && given.sha256 !== part.sha256)
-          mismatched.push({ number: given.number, reason: "sha256 differs from the stored part" });
+          mismatched.push({ number: given.number, reason: SHA256_DIFFERS });
       }
       if (missing.length > 0 || mismatched.length > 0)
-        return yield* Effect.fail(
-          new InvalidRequest({
-            message:
-              missing.length > 0
-                ? `upload is incomplete: ${missing.length} of ${session.part_count} parts missing`
-                : "stored parts do not match",
-            details: { missing_parts: missing, mismatched_parts: mismatched },
-          }),
-        );
+        return yield* Effect.fail(partsRefused(session, missing, mismatched));
       return [...stored.values()].sort((a, b) => a.number - b.number);
     });
 
@@ -282,16 +289,11 @@ export const makeUploads = (ports: VodPorts, config: VodConfig) => {
         "PartsMismatched",
         (mismatch) =>
           Effect.fail(
-            new InvalidRequest({
-              message: "stored parts do not match",
-              details: {
-                missing_parts: [],
-                mismatched_parts: mismatch.parts.map(({ number }) => ({
-                  number,
-                  reason: "sha256 differs from the stored part",
-                })),
-              },
-            }),
+            partsRefused(
+              session,
+              [],
+              mismatch.parts.map(({ number }) => ({ number, reason: SHA256_DIFFERS })),
+            ),
           ),
       );
       if (assembled.size !== session.size_bytes)
