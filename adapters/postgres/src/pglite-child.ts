@@ -1,8 +1,7 @@
 // The embedded database's own process: PGlite on one data directory, driven by the host over IPC
 // (see pglite-process.ts for the protocol). It exits when the host goes away, so that no orphan
 // keeps the data directory open.
-import { PGlite } from "@electric-sql/pglite";
-import { overPglite, type Queryable } from "./sql.js";
+import { createPglite, overPglite, type PgliteOptions, type Queryable } from "./sql.js";
 
 export type Request =
   | {
@@ -34,10 +33,9 @@ const describe = (error: unknown): Record<string, unknown> => {
 const send = (reply: Reply) => process.send?.(reply);
 
 const main = async () => {
-  const [dataDir, sharedBuffersMb] = process.argv.slice(2);
-  const db = await PGlite.create(dataDir, {
-    startParams: [...PGlite.defaultStartParams, "-c", `shared_buffers=${sharedBuffersMb ?? "16"}MB`],
-  });
+  const [dataDir, options] = process.argv.slice(2);
+  // The same PGlite, with the same options, as openPglite would make in-process.
+  const db = await createPglite(dataDir, JSON.parse(options ?? "{}") as PgliteOptions);
   const plain = overPglite(db);
   /** Open transactions: their connection, and how to end them. */
   const open = new Map<

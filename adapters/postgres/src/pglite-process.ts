@@ -42,10 +42,14 @@ export const openPgliteProcess = async (
   options: PgliteProcessOptions = {},
 ): Promise<SqlDatabase> => {
   await initdbApart(dataDir);
-  const child: ChildProcess = fork(childScript(), [dataDir, String(options.sharedBuffersMb ?? 16)], {
-    serialization: "advanced",
-    stdio: ["ignore", "inherit", "inherit", "ipc"],
-  });
+  const child: ChildProcess = fork(
+    childScript(),
+    [dataDir, JSON.stringify({ sharedBuffersMb: options.sharedBuffersMb })],
+    {
+      serialization: "advanced",
+      stdio: ["ignore", "inherit", "inherit", "ipc"],
+    },
+  );
   const pending = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();
   let nextId = 1;
   let gone: string | undefined;

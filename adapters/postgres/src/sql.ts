@@ -137,6 +137,12 @@ export interface PgliteOptions {
   readonly sharedBuffersMb?: number;
 }
 
+/** PGlite as this adapter runs it, in this process or in its own (`pglite-child.ts`). */
+export const createPglite = (dataDir: string | undefined, options: PgliteOptions = {}) =>
+  PGlite.create(dataDir, {
+    startParams: [...PGlite.defaultStartParams, "-c", `shared_buffers=${options.sharedBuffersMb ?? 16}MB`],
+  });
+
 /**
  * Creates the cluster in `dataDir` in a short-lived child process. initdb runs in a WebAssembly
  * instance of its own whose memory the host would otherwise keep for its whole life (measured:
@@ -164,9 +170,7 @@ await db.close();`;
  */
 export const openPglite = async (dataDir?: string, options: PgliteOptions = {}): Promise<SqlDatabase> => {
   if (dataDir !== undefined) await initdbApart(dataDir);
-  const db = await PGlite.create(dataDir, {
-    startParams: [...PGlite.defaultStartParams, "-c", `shared_buffers=${options.sharedBuffersMb ?? 16}MB`],
-  });
+  const db = await createPglite(dataDir, options);
   return {
     engine: "pglite",
     ...overPglite(db),
