@@ -184,6 +184,11 @@ export const packagerArgs = (
     "--generate_static_live_mpd",
     "--temp_dir",
     tempDir,
+    // Threaded I/O gives every file the packager opens a 32 MiB cache; on local scratch files its
+    // allocation alone (page faults) cost 10 times the packaging: 0.36 s against 0.04 s for a 30 s
+    // 720p ladder, with byte-identical output.
+    "--io_cache_size",
+    "0",
     ...(encrypted
       ? [
           ...["--enable_raw_key_encryption", "--fromenv=keys"],
@@ -372,7 +377,7 @@ export const ffmpegMediaProcessor = (config: FfmpegConfig = {}): MediaProcessor 
           yield* Effect.promise(() => Promise.all([work, out, temp].map((d) => mkdir(d))));
           const path = yield* localSource(input, dir);
           const audioBitrateKbps = source.has_audio ? top.rendition.audioBitrateKbps : null;
-          yield* tool(
+          const transcode = tool(
             "ffmpeg",
             tools.ffmpeg,
             transcodeArgs({
@@ -387,20 +392,22 @@ export const ffmpegMediaProcessor = (config: FfmpegConfig = {}): MediaProcessor 
               maxDurationMs: config.maxDurationMs,
             }),
           );
+          const packager = tool(
+            "packager",
+            tools.packager,
+            packagerArgs(planned, source.has_audio, temp, encryption !== undefined),
+            {
+              cwd: out,
+              ...(encryption === undefined ? {} : { env: packagerKeys(encryption) }),
+            },
+          );
+          // The poster needs only the source: made while ffmpeg encodes, it adds nothing after.
           yield* Effect.all(
-            [
-              tool(
-                "packager",
-                tools.packager,
-                packagerArgs(planned, source.has_audio, temp, encryption !== undefined),
-                {
-                  cwd: out,
-                  ...(encryption === undefined ? {} : { env: packagerKeys(encryption) }),
-                },
-              ),
-              poster(path, out, top, source.source_duration_ms),
-            ],
-            { concurrency: 2, discard: true },
+            [Effect.zipRight(transcode, packager), poster(path, out, top, source.source_duration_ms)],
+            {
+              concurrency: 2,
+              discard: true,
+            },
           );
           if (source.has_audio) yield* defaultAudio(out);
           const paths = (yield* Effect.promise(() => listFiles(out))).sort(byEmissionOrder);
