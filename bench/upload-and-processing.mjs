@@ -638,7 +638,9 @@ try {
     extra.push(
       `processing CPU seconds, median: plain ffmpeg ${fmt(median(plainCpu))}; vod host: its tools ` +
         `${fmt(median(hostCpu.map((c) => c.tools)))} + the host process itself ${fmt(median(hostCpu.map((c) => c.self)))}` +
-        (vodStorage === "postgres" ? ` + its database process ${fmt(median(hostCpu.map((c) => c.database)))}` : ""),
+        (vodStorage === "postgres"
+          ? ` + its database process ${fmt(median(hostCpu.map((c) => c.database)))}`
+          : ""),
     );
   }
 

@@ -7,8 +7,15 @@ export interface JobQueueSubject {
   readonly queue: JobQueue;
   /** Enqueues a process-asset job the way the platform does (in a unit of work). */
   readonly enqueue: (assetId: string) => Promise<void>;
+  /**
+   * A queue on the same jobs as `queue`, as another process would have, and its death: its
+   * workers stop at once, with no heartbeat and no outcome for the runs they hold.
+   */
+  readonly otherProcess: () => Promise<{ readonly queue: JobQueue; readonly die: () => Promise<void> }>;
   /** The subject's own timing: how long a lost job waits before it runs again, at most. */
   readonly leaseMs: number;
+  /** The longest a run may take before its worker interrupts it. */
+  readonly maxRunMs: number;
   /** Runs a job gets in all. */
   readonly maxAttempts: number;
   readonly cleanup: () => Promise<void>;
@@ -104,30 +111,69 @@ export const describeJobQueue = (name: string, makeSubject: () => Promise<JobQue
       );
     });
 
-    it("hands a job whose worker went silent to another worker once its lease ends", async () => {
+    it("hands the job of a worker that died to another worker once its lease ends", async () => {
       const asset = uid("ast");
       const { seen, record } = recorder(new Set([asset]));
-      let release: () => void = () => {};
-      const zombie = new Promise<void>((resolve) => {
-        release = resolve;
-      });
-      // Whichever worker takes the first attempt never finishes it (a crashed process, as far as
-      // the queue can tell); the other is free for the next. The hung run is released at the
-      // end only so the test can stop its worker.
-      const handler = (job: Job<"process-asset">) =>
-        Effect.suspend(() => {
-          record(job);
-          return job.attempt === 1 ? Effect.promise(() => zombie) : Effect.void;
-        });
-      await work(handler);
-      await work(handler);
-      await subject.enqueue(asset);
+      const other = await subject.otherProcess();
+      let dead = false;
       try {
+        // The dying process takes the first attempt and never finishes it.
+        await Effect.runPromise(
+          other.queue.work("process-asset", { concurrency: 1 }, (job) =>
+            Effect.suspend(() => {
+              record(job);
+              return Effect.never;
+            }),
+          ),
+        );
+        await subject.enqueue(asset);
+        await until(() => seen.length >= 1, 20_000, "the first attempt");
+        await other.die();
+        dead = true;
+        await work((job) => Effect.sync(() => record(job)));
         await until(() => seen.length >= 2, subject.leaseMs + 30_000, "the job to run again");
         expect(seen.map((s) => s.attempt)).toEqual([1, 2]);
       } finally {
-        release();
+        if (!dead) await other.die();
       }
+    }, 60_000);
+
+    it("leaves a run that outlives its lease with its live worker, which renews it", async () => {
+      const asset = uid("ast");
+      const { seen, record } = recorder(new Set([asset]));
+      let finished = 0;
+      const handler = (job: Job<"process-asset">) =>
+        Effect.promise(async () => {
+          record(job);
+          await pause(subject.leaseMs * 2);
+          finished++;
+        });
+      // A second worker stands by, free to take the job were its lease let go.
+      await work(handler);
+      await work(handler);
+      await subject.enqueue(asset);
+      await until(() => finished >= 1, subject.leaseMs * 2 + 20_000, "the long run to finish");
+      await pause(subject.leaseMs + 1_000);
+      expect(seen.map((s) => s.attempt)).toEqual([1]);
+      expect(finished).toBe(1);
+    }, 60_000);
+
+    it("interrupts a run past the time limit and counts it as a failed attempt", async () => {
+      const asset = uid("ast");
+      const { seen, record } = recorder(new Set([asset]));
+      let interrupted = 0;
+      await work((job) =>
+        Effect.suspend(() => {
+          record(job);
+          return job.attempt === 1
+            ? Effect.never.pipe(Effect.onInterrupt(() => Effect.sync(() => interrupted++)))
+            : Effect.void;
+        }),
+      );
+      await subject.enqueue(asset);
+      await until(() => seen.length >= 2, subject.maxRunMs + 30_000, "the second attempt");
+      expect(seen.map((s) => s.attempt)).toEqual([1, 2]);
+      expect(interrupted).toBe(1);
     }, 60_000);
 
     it("lets running jobs finish when a worker stops, and takes no more", async () => {

@@ -11,9 +11,15 @@ describeRateLimiter("memory", async () => ({ limiter: memoryRateLimiter(), clean
 
 describeJobQueue("memory", async () => {
   const storage = memoryStorage();
-  const queue = memoryJobQueue(storage.state, { maxAttempts: 3, retryDelayMs: 50, leaseMs: 400, pollMs: 20 });
+  const options = { maxAttempts: 3, retryDelayMs: 50, leaseMs: 400, maxRunMs: 1_500, pollMs: 20 };
+  const queue = memoryJobQueue(storage.state, options);
   return {
     queue,
+    // Another process, as far as jobs go: a second queue on the same state.
+    otherProcess: async () => {
+      const other = memoryJobQueue(storage.state, options);
+      return { queue: other, die: async () => other.halt() };
+    },
     enqueue: (assetId) =>
       Effect.runPromise(
         storage.transaction((tx) =>
@@ -21,6 +27,7 @@ describeJobQueue("memory", async () => {
         ),
       ),
     leaseMs: 400,
+    maxRunMs: 1_500,
     maxAttempts: 3,
     cleanup: async () => {},
   };

@@ -31,6 +31,11 @@ export interface VodConfig {
     readonly maxSourceDurationMs: number;
     /** Runs a processing job gets before the asset fails with processing_error. */
     readonly maxAttempts: number;
+    /**
+     * The longest one processing run may take: it is then stopped (its tools killed) and retried,
+     * and on the last attempt the asset fails with processing_error.
+     */
+    readonly maxRunMs: number;
   };
   readonly rateLimits: {
     /** One bucket per client IP shared by signup, login, google and refresh. */
@@ -62,6 +67,6 @@ export const defaultConfig = (secrets: {
   drmUrl: "http://localhost:8080",
   drmMasterKey: secrets.drmMasterKey,
   keySystems: {},
-  processing: { maxSourceDurationMs: 6 * 60 * 60 * 1000, maxAttempts: 3 },
+  processing: { maxSourceDurationMs: 6 * 60 * 60 * 1000, maxAttempts: 3, maxRunMs: 12 * 60 * 60 * 1000 },
   rateLimits: defaultRateLimits,
 });

@@ -4,7 +4,7 @@ import { memoryRateLimiter } from "./rate-limiter.js";
 import { memoryStorage } from "./storage.js";
 
 export * from "./clock-and-ids.js";
-export { type MemoryJobQueueOptions, memoryJobQueue } from "./job-queue.js";
+export { type MemoryJobQueue, type MemoryJobQueueOptions, memoryJobQueue } from "./job-queue.js";
 export { memoryRateLimiter } from "./rate-limiter.js";
 export { emptyState, type MemoryJob, type MemoryState } from "./state.js";
 export { type MemoryStorage, memoryStorage } from "./storage.js";

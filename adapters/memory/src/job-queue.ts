@@ -7,21 +7,39 @@ export interface MemoryJobQueueOptions {
   readonly maxAttempts?: number;
   /** Backoff before the second run; doubled for each further run (default 1 s). */
   readonly retryDelayMs?: number;
-  /** How long a running job is presumed alive (default 15 min). */
+  /**
+   * How long a running job stays its worker's without a heartbeat (default 60 s). A live worker
+   * renews it on every poll, so only a worker that stopped (see `halt`) loses its jobs.
+   */
   readonly leaseMs?: number;
+  /** The longest one run may take: it is then interrupted, a failed attempt (default 12 h). */
+  readonly maxRunMs?: number;
   /** How often idle workers look for work (default 50 ms). */
   readonly pollMs?: number;
 }
 
+export interface MemoryJobQueue extends JobQueue {
+  /**
+   * Stops this queue's workers at once, as a killed process would stop: no more polls, no
+   * heartbeats, and no outcome recorded for the runs in flight, whose jobs go back to the queue
+   * when their leases run out. For tests of what another queue on the same state then does.
+   */
+  halt(): void;
+}
+
 /**
  * Jobs in the memory state that `memoryStorage` enqueues into, run in this process: retries with
- * exponential backoff, and leases, so a job whose run never finished is handed out again.
+ * exponential backoff, and leases that live workers renew, so only a job whose worker stopped is
+ * handed out again.
  */
-export const memoryJobQueue = (state: MemoryState, options: MemoryJobQueueOptions = {}): JobQueue => {
+export const memoryJobQueue = (state: MemoryState, options: MemoryJobQueueOptions = {}): MemoryJobQueue => {
   const maxAttempts = options.maxAttempts ?? 3;
   const retryDelayMs = options.retryDelayMs ?? 1_000;
-  const leaseMs = options.leaseMs ?? 15 * 60_000;
+  const leaseMs = options.leaseMs ?? 60_000;
+  const maxRunMs = options.maxRunMs ?? 12 * 60 * 60_000;
   const pollMs = options.pollMs ?? 50;
+  let halted = false;
+  const halts = new Set<() => void>();
 
   const claim = (name: JobName, now: number): MemoryJob | undefined => {
     for (const job of state.jobs.values()) {
@@ -44,7 +62,20 @@ export const memoryJobQueue = (state: MemoryState, options: MemoryJobQueueOption
     return undefined;
   };
 
-  const settle = (job: MemoryJob, exit: Exit.Exit<void, JobFailed>) => {
+  /** The job as this run knows it, if it is still this run's (not handed out again since). */
+  const held = (run: MemoryJob): MemoryJob | undefined => {
+    const now = state.jobs.get(run.id);
+    return now?.state === "active" && now.attempts === run.attempts ? now : undefined;
+  };
+
+  const renew = (run: MemoryJob) => {
+    const job = held(run);
+    if (job) state.jobs.set(job.id, { ...job, leaseUntil: Date.now() + leaseMs });
+  };
+
+  const settle = (run: MemoryJob, exit: Exit.Exit<void, JobFailed>) => {
+    const job = held(run);
+    if (!job) return;
     const now = Date.now();
     if (Exit.isSuccess(exit)) {
       state.jobs.set(job.id, { ...job, state: "completed", lastError: null });
@@ -65,35 +96,55 @@ export const memoryJobQueue = (state: MemoryState, options: MemoryJobQueueOption
   };
 
   return {
+    halt: () => {
+      halted = true;
+      for (const halt of halts) halt();
+    },
     work: (name, { concurrency }, handler) =>
       Effect.sync((): Worker => {
-        let stopping = false;
-        let running = 0;
+        let stopping = halted;
+        const running = new Set<MemoryJob>();
         const idle = Effect.runSync(Deferred.make<void>());
         const tick = () => {
-          while (!stopping && running < concurrency) {
+          if (halted) return;
+          for (const job of running) renew(job);
+          while (!stopping && running.size < concurrency) {
             const job = claim(name, Date.now());
             if (!job) break;
-            running++;
+            running.add(job);
             const view = { id: job.id, name, data: job.data, attempt: job.attempts, maxAttempts } as Job<
               typeof name
             >;
-            void Effect.runPromiseExit(Effect.suspend(() => handler(view))).then((exit) => {
-              settle(job, exit);
-              running--;
-              if (stopping && running === 0) Effect.runSync(Deferred.succeed(idle, undefined));
+            const run = Effect.suspend(() => handler(view)).pipe(
+              Effect.timeoutFail({
+                duration: maxRunMs,
+                onTimeout: (): JobFailed => ({
+                  _tag: "JobFailed",
+                  message: `ran longer than ${maxRunMs} ms`,
+                }),
+              }),
+            );
+            void Effect.runPromiseExit(run).then((exit) => {
+              if (!halted) settle(job, exit);
+              running.delete(job);
+              if (stopping && running.size === 0) Effect.runSync(Deferred.succeed(idle, undefined));
               else tick();
             });
           }
         };
         const timer = setInterval(tick, pollMs);
         timer.unref();
+        const halt = () => {
+          stopping = true;
+          clearInterval(timer);
+        };
+        halts.add(halt);
         tick();
         return {
           stop: Effect.suspend(() => {
-            stopping = true;
-            clearInterval(timer);
-            return running === 0 ? Effect.void : Deferred.await(idle);
+            halt();
+            halts.delete(halt);
+            return running.size === 0 || halted ? Effect.void : Deferred.await(idle);
           }),
         };
       }),

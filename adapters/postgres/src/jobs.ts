@@ -1,6 +1,6 @@
-import type { Job, JobName, JobQueue, JobTypes, Worker } from "@vod/core";
+import type { Job, JobFailed, JobName, JobQueue, JobTypes, Worker } from "@vod/core";
 import { StorageError } from "@vod/core";
-import { Cause, Effect, Exit } from "effect";
+import { Cause, Effect, Exit, Fiber } from "effect";
 import PgBoss from "pg-boss";
 import type { Queryable, SqlDatabase } from "./sql.js";
 
@@ -15,14 +15,22 @@ export interface PgBossQueueOptions {
   /** Seconds before the second run; doubled for each further run (default 10). */
   readonly retryDelaySeconds?: number;
   /**
-   * How long a job may run before it is presumed lost (its worker died) and run again
-   * (default 30 min). Longer than the longest processing run.
+   * How long a running job stays its worker's without a heartbeat (default 60 s): a job whose
+   * worker died runs again once this has passed and maintenance has noticed. A live worker renews
+   * it every quarter of it, so a run may take far longer.
    */
   readonly leaseSeconds?: number;
+  /** The longest one run may take: it is then interrupted, a failed attempt (default 12 h). */
+  readonly maxRunSeconds?: number;
   /** How often lost jobs are looked for (default 60 s). */
   readonly maintenanceSeconds?: number;
   /** How often an idle worker polls (default 1 s, at least 0.5). */
   readonly pollSeconds?: number;
+  /**
+   * Told of errors in the background: pg-boss's maintenance, a heartbeat or outcome that did not
+   * reach the database. None is fatal (a lost outcome means the job runs again); log them.
+   */
+  readonly onError?: (error: unknown) => void;
 }
 
 export interface PgBossQueue extends JobQueue {
@@ -30,20 +38,39 @@ export interface PgBossQueue extends JobQueue {
   enqueueWith<N extends JobName>(sql: Queryable, name: N, data: JobTypes[N]): Promise<void>;
   /** Asks this process's idle workers of `name` to fetch now (a job was just committed). */
   wake(name: JobName): void;
+  /**
+   * Stops this queue's workers at once, as a killed process would stop: no more fetches, no
+   * heartbeats, and no outcome recorded for the runs in flight, whose jobs run again elsewhere
+   * once their leases end. For tests of what the other processes then do.
+   */
+  halt(): void;
   close(): Promise<void>;
 }
 
 const jobNames: ReadonlyArray<JobName> = ["process-asset"];
 
+/** The pg-boss job row as fetched with its metadata: what a run needs to know to keep its lease. */
+type Fetched<N extends JobName> = PgBoss.JobWithMetadata<JobTypes[N]>;
+
 /**
  * The JobQueue on pg-boss, in the same database as the records, so a job is enqueued in the
  * transaction that makes it due. Any number of processes on the database share the queue.
+ *
+ * Workers are our own loop over pg-boss's fetch, complete and fail, not `boss.work`: pg-boss 10
+ * has no heartbeat, and its expiry (`expire_in` from `started_on`) is also the longest a run may
+ * take, so a run longer than its lease was handed out again beside itself. Here a run's worker
+ * moves the expiry forward every quarter lease while the run lasts; a worker that dies stops
+ * doing so, and pg-boss's maintenance hands the job out again. pg-boss 11 and later have
+ * heartbeats of their own but need Node 22.
  */
 export const pgBossQueue = async (
   db: SqlDatabase,
   options: PgBossQueueOptions = {},
 ): Promise<PgBossQueue> => {
   const maxAttempts = options.maxAttempts ?? 3;
+  const leaseSeconds = options.leaseSeconds ?? 60;
+  const maxRunMs = (options.maxRunSeconds ?? 12 * 60 * 60) * 1000;
+  const pollMs = Math.max(0.5, options.pollSeconds ?? 1) * 1000;
   const schema = `${db.schema ?? "vod"}_jobs`;
   const boss = new PgBoss({
     db: bossDb(db),
@@ -54,8 +81,8 @@ export const pgBossQueue = async (
     maintenanceIntervalSeconds: options.maintenanceSeconds ?? 60,
     monitorStateIntervalSeconds: options.maintenanceSeconds ?? 60,
   });
-  const errors: unknown[] = [];
-  boss.on("error", (error) => errors.push(error));
+  const onError = options.onError ?? (() => {});
+  boss.on("error", onError);
   await boss.start();
   for (const name of jobNames) {
     const queue = {
@@ -63,71 +90,145 @@ export const pgBossQueue = async (
       retryLimit: maxAttempts - 1,
       retryDelay: options.retryDelaySeconds ?? 10,
       retryBackoff: true,
-      expireInSeconds: options.leaseSeconds ?? 30 * 60,
+      expireInSeconds: leaseSeconds,
     };
     if (await boss.getQueue(name)) await boss.updateQueue(name, queue);
     else await boss.createQueue(name, queue);
   }
 
-  const local = new Map<JobName, Set<string>>();
+  // Moves the run's expiry to a lease from now. The run holds the job only while it is active
+  // with the retry count it was fetched with: expired and fetched again, it has a higher one.
+  const renewSql = `UPDATE ${schema}.job
+    SET expire_in = (now() - started_on) + make_interval(secs => $4)
+    WHERE name = $1 AND id = $2 AND state = 'active' AND retry_count = $3
+    RETURNING id`;
+  const renew = async <N extends JobName>(name: N, job: Fetched<N>): Promise<boolean> => {
+    const result = await db.query(renewSql, [name, job.id, job.retryCount, leaseSeconds]);
+    return result.rows.length > 0;
+  };
+
+  let halted = false;
+  /** Per job name, the wake-up calls of this process's sleeping worker loops. */
+  const sleepers = new Map<JobName, Set<() => void>>();
+  const loops = new Set<Promise<void>>();
+  const stops = new Set<() => void>();
+
+  const work = <N extends JobName>(
+    name: N,
+    concurrency: number,
+    handler: (job: Job<N>) => Effect.Effect<void, JobFailed>,
+  ): Worker => {
+    let stopping = false;
+    const wakeUps = sleepers.get(name) ?? new Set<() => void>();
+    sleepers.set(name, wakeUps);
+    const nap = () =>
+      new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(timer);
+          wakeUps.delete(done);
+          resolve();
+        };
+        const timer = setTimeout(done, pollMs);
+        wakeUps.add(done);
+      });
+
+    const runOne = async (job: Fetched<N>) => {
+      const view = { id: job.id, name, data: job.data, attempt: job.retryCount + 1, maxAttempts } as Job<N>;
+      const fiber = Effect.runFork(
+        Effect.suspend(() => handler(view)).pipe(
+          Effect.timeoutFail({
+            duration: maxRunMs,
+            onTimeout: (): JobFailed => ({
+              _tag: "JobFailed",
+              message: `ran longer than ${maxRunMs / 1000} s`,
+            }),
+          }),
+        ),
+      );
+      let lost = false;
+      const heartbeat = setInterval(
+        () => {
+          if (halted) return;
+          renew(name, job).then((held) => {
+            // Handed out again (this process was presumed dead): the other run now owns it.
+            if (!held && !lost) {
+              lost = true;
+              void Effect.runPromise(Fiber.interrupt(fiber));
+            }
+          }, onError);
+        },
+        (leaseSeconds * 1000) / 4,
+      );
+      const exit = await Effect.runPromise(Fiber.await(fiber));
+      clearInterval(heartbeat);
+      if (halted || lost) return;
+      try {
+        if (Exit.isSuccess(exit)) await boss.complete(name, job.id);
+        // pg-boss retries it (with backoff) or, on the last attempt, fails it.
+        else await boss.fail(name, job.id, { message: Cause.pretty(exit.cause) });
+      } catch (error) {
+        // The outcome is lost with the connection; the lease ends and the job runs again.
+        onError(error);
+      }
+    };
+
+    const loop = async () => {
+      while (!stopping && !halted) {
+        let jobs: Fetched<N>[] = [];
+        try {
+          jobs = await boss.fetch<JobTypes[N]>(name, { batchSize: 1, includeMetadata: true });
+        } catch (error) {
+          onError(error);
+        }
+        // A job fetched as the worker was told to stop is run all the same (`stop` waits for
+        // it): failing it back would cost it an attempt. A halted worker drops it, as a dead
+        // process would, and its lease brings it back.
+        const [job] = jobs;
+        if (halted) return;
+        if (job) await runOne(job);
+        else if (!stopping) await nap();
+      }
+    };
+    const running = Array.from({ length: concurrency }, () => {
+      const promise = loop();
+      loops.add(promise);
+      void promise.finally(() => loops.delete(promise));
+      return promise;
+    });
+    const stop = () => {
+      stopping = true;
+      for (const wake of [...wakeUps]) wake();
+    };
+    stops.add(stop);
+    return {
+      stop: Effect.promise(async () => {
+        stop();
+        stops.delete(stop);
+        await Promise.all(running);
+      }),
+    };
+  };
+
   return {
     wake: (name) => {
-      for (const id of local.get(name) ?? []) boss.notifyWorker(id);
+      for (const wake of [...(sleepers.get(name) ?? [])]) wake();
     },
     enqueueWith: async (sql, name, data) => {
       await boss.send(name, data as object, { db: bossDb(sql) });
     },
     work: (name, { concurrency }, handler) =>
-      Effect.tryPromise({
-        try: async (): Promise<Worker> => {
-          let running = 0;
-          const run = async ([job]: PgBoss.JobWithMetadata<JobTypes[typeof name]>[]) => {
-            if (!job) return;
-            running++;
-            try {
-              const view = {
-                id: job.id,
-                name,
-                data: job.data,
-                attempt: job.retryCount + 1,
-                maxAttempts,
-              } as Job<typeof name>;
-              const exit = await Effect.runPromiseExit(handler(view));
-              // A thrown error tells pg-boss to retry (with backoff) or, on the last attempt, fail the job.
-              if (Exit.isFailure(exit)) throw new Error(Cause.pretty(exit.cause));
-            } finally {
-              running--;
-            }
-          };
-          const pollSeconds = Math.max(0.5, options.pollSeconds ?? 1);
-          const ids = await Promise.all(
-            Array.from({ length: concurrency }, () =>
-              boss.work(
-                name,
-                { batchSize: 1, includeMetadata: true, pollingIntervalSeconds: pollSeconds },
-                run,
-              ),
-            ),
-          );
-          const mine = local.get(name) ?? new Set<string>();
-          local.set(name, mine);
-          for (const id of ids) mine.add(id);
-          return {
-            // pg-boss's offWork only asks its workers to stop; a fetch in flight may still hand
-            // one job over. Wait until nothing runs for a whole polling interval.
-            stop: Effect.promise(async () => {
-              for (const id of ids) mine.delete(id);
-              await Promise.all(ids.map((id) => boss.offWork({ id })));
-              for (;;) {
-                while (running > 0) await new Promise((r) => setTimeout(r, 25));
-                await new Promise((r) => setTimeout(r, pollSeconds * 1000 + 100));
-                if (running === 0) return;
-              }
-            }),
-          };
-        },
+      Effect.try({
+        try: () => work(name, concurrency, handler),
         catch: (cause) => new StorageError({ message: "could not start job workers", cause }),
       }),
-    close: () => boss.stop({ graceful: true, wait: true, close: false }),
+    halt: () => {
+      halted = true;
+      for (const stop of stops) stop();
+    },
+    close: async () => {
+      for (const stop of stops) stop();
+      if (!halted) await Promise.all(loops);
+      await boss.stop({ graceful: true, wait: true, close: false });
+    },
   };
 };

@@ -25,16 +25,29 @@ onEachEngine(({ name, open }) => {
   const engine = migratedOnce(open);
   describeJobQueue(`pg-boss on ${name}`, async () => {
     const db = await engine.db();
-    const queue = await pgBossQueue(db, {
+    const options = {
       maxAttempts: 3,
       retryDelaySeconds: 1,
       leaseSeconds: 2,
+      maxRunSeconds: 6,
       maintenanceSeconds: 1,
       pollSeconds: 0.5,
-    });
+    };
+    const queue = await pgBossQueue(db, options);
     const storage = postgresStorage(db, { enqueue: queue.enqueueWith });
     return {
       queue,
+      // Another process, as far as jobs go: a second pg-boss instance on the same schema.
+      otherProcess: async () => {
+        const other = await pgBossQueue(db, options);
+        return {
+          queue: other,
+          die: async () => {
+            other.halt();
+            await other.close();
+          },
+        };
+      },
       enqueue: (assetId: string) =>
         Effect.runPromise(
           storage.transaction((tx) =>
@@ -42,6 +55,7 @@ onEachEngine(({ name, open }) => {
           ),
         ),
       leaseMs: 3_000,
+      maxRunMs: 6_000,
       maxAttempts: 3,
       cleanup: () => queue.close(),
     };

@@ -117,6 +117,16 @@ export const makeProcessing = (
           );
           return source;
         }).pipe(
+          // Here rather than in the queue, whose own limit is a backstop: an overrun then ends as
+          // any failure does, retried, or on the last attempt a failed asset, not one left processing.
+          Effect.timeoutFail({
+            duration: config.processing.maxRunMs,
+            onTimeout: (): MediaRejected => ({
+              _tag: "MediaRejected",
+              code: "processing_error",
+              message: `processing ran longer than ${config.processing.maxRunMs / 1000} s`,
+            }),
+          }),
           Effect.mapError((e: MediaRejected | StorageError | Verdict): Verdict | JobFailed => {
             if (e._tag === "Verdict") return e;
             if (e._tag === "MediaRejected" && e.code !== "processing_error")

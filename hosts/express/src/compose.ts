@@ -53,6 +53,8 @@ export interface ComposeOverrides {
   readonly revocationStore?: RevocationStore;
   readonly telemetrySink?: TelemetrySink;
   readonly clock?: Clock;
+  /** Told of the job queue's background errors (maintenance, heartbeats, lost outcomes). */
+  readonly onQueueError?: (error: unknown) => void;
 }
 
 export interface ComposedVod {
@@ -80,6 +82,12 @@ export const openDatabase = async (config: HostConfig): Promise<SqlDatabase> =>
           process.exit(1);
         },
       });
+
+/**
+ * The queue's limit on a run: a backstop 5 minutes past the core's own (`processing.maxRunMs`),
+ * which fires first and so ends an overrun as a retry or a failed asset, not a job that vanished.
+ */
+const queueMaxRunSeconds = (config: HostConfig) => config.jobs.maxRunSeconds + 300;
 
 const secretBytes = (given: string | undefined, dataDir: string, file: string) =>
   given ? Promise.resolve(new TextEncoder().encode(given)) : loadOrCreateSecret(dataDir, file);
@@ -118,6 +126,7 @@ export const composeVod = async (
     processing: {
       maxSourceDurationMs: config.media.maxSourceDurationSeconds * 1000,
       maxAttempts: config.jobs.maxAttempts,
+      maxRunMs: config.jobs.maxRunSeconds * 1000,
     },
   };
 
@@ -141,6 +150,7 @@ export const composeVod = async (
       maxAttempts: config.jobs.maxAttempts,
       retryDelayMs: config.jobs.retryDelaySeconds * 1000,
       leaseMs: config.jobs.leaseSeconds * 1000,
+      maxRunMs: queueMaxRunSeconds(config) * 1000,
     });
     revocationStore = memoryRevocationStore();
     telemetrySink = memoryTelemetrySink();
@@ -153,7 +163,9 @@ export const composeVod = async (
       maxAttempts: config.jobs.maxAttempts,
       retryDelaySeconds: config.jobs.retryDelaySeconds,
       leaseSeconds: config.jobs.leaseSeconds,
+      maxRunSeconds: queueMaxRunSeconds(config),
       maintenanceSeconds: config.jobs.maintenanceSeconds,
+      ...(overrides.onQueueError ? { onError: overrides.onQueueError } : {}),
     });
     storage = postgresStorage(db, { enqueue: boss.enqueueWith, enqueued: boss.wake });
     jobQueue = boss;

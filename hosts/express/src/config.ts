@@ -58,7 +58,8 @@ const Env = Schema.Struct({
   ),
   VOD_JOB_MAX_ATTEMPTS: Schema.optionalWith(PositiveInt, { default: () => 3 }),
   VOD_JOB_RETRY_DELAY_SECONDS: Schema.optionalWith(PositiveInt, { default: () => 10 }),
-  VOD_JOB_LEASE_SECONDS: Schema.optionalWith(PositiveInt, { default: () => 1800 }),
+  VOD_JOB_LEASE_SECONDS: Schema.optionalWith(PositiveInt, { default: () => 60 }),
+  VOD_JOB_MAX_RUN_SECONDS: Schema.optionalWith(PositiveInt, { default: () => 12 * 3600 }),
   VOD_JOB_MAINTENANCE_SECONDS: Schema.optionalWith(PositiveInt, { default: () => 60 }),
   VOD_MAX_SOURCE_DURATION_SECONDS: Schema.optionalWith(PositiveInt, { default: () => 6 * 3600 }),
   VOD_FFMPEG_PATH: opt(Schema.String.pipe(Schema.minLength(1))),
@@ -132,7 +133,10 @@ export interface HostConfig {
     readonly workerConcurrency: number;
     readonly maxAttempts: number;
     readonly retryDelaySeconds: number;
+    /** How long a job stays its worker's without a heartbeat (a dead worker's job runs again). */
     readonly leaseSeconds: number;
+    /** The longest one processing run may take. */
+    readonly maxRunSeconds: number;
     readonly maintenanceSeconds: number;
   };
   readonly media: {
@@ -201,6 +205,7 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
       maxAttempts: e.VOD_JOB_MAX_ATTEMPTS,
       retryDelaySeconds: e.VOD_JOB_RETRY_DELAY_SECONDS,
       leaseSeconds: e.VOD_JOB_LEASE_SECONDS,
+      maxRunSeconds: e.VOD_JOB_MAX_RUN_SECONDS,
       maintenanceSeconds: e.VOD_JOB_MAINTENANCE_SECONDS,
     },
     media: {

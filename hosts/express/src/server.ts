@@ -46,7 +46,10 @@ export const startHost = async (
   };
   let composed: Awaited<ReturnType<typeof composeVod>>;
   try {
-    composed = await composeVod(effective, options);
+    composed = await composeVod(effective, {
+      onQueueError: (err) => logger.warn({ err }, "job queue error"),
+      ...options,
+    });
   } catch (error) {
     server.close();
     throw error;

@@ -93,6 +93,46 @@ describe("processing on the embedded default: upload, ffmpeg, HLS", () => {
   }, 60_000);
 });
 
+describe("processing past its time limit", () => {
+  let dataDir: string;
+  let host: Awaited<ReturnType<typeof startServe>>;
+  afterAll(async () => {
+    if (host) expect(await stop(host)).toBe(0);
+    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it("stops each run at VOD_JOB_MAX_RUN_SECONDS, ffmpeg included, and fails the asset after the last", async () => {
+    dataDir = await mkdtemp(join(tmpdir(), "vod-overrun-"));
+    host = await startServe(
+      {
+        VOD_DATA_DIR: dataDir,
+        VOD_STORAGE: "memory",
+        VOD_LOG_LEVEL: "info",
+        VOD_JOB_MAX_RUN_SECONDS: "1",
+        VOD_JOB_MAX_ATTEMPTS: "2",
+        VOD_JOB_RETRY_DELAY_SECONDS: "1",
+      },
+      await freePort(),
+    );
+    const auth = await signUp(host.url, "overrun");
+    const source = join(dataDir, "long.mp4");
+    // Far more than a second of work for the ladder on any machine.
+    await makeVideo(source, { width: 1280, height: 720, seconds: 20, fps: 30 });
+    const { assetId } = await uploadAsset(host.url, auth, await readFile(source), "overrun");
+    const asset = await settledAsset(host.url, auth, assetId, 60_000);
+    expect(asset).toMatchObject({ status: "failed", failure_code: "processing_error" });
+    // Both attempts started and neither left its tools running.
+    expect(host.output().split('"msg":"processing started"').length - 1).toBe(2);
+    const { stdout } = await promisify(execFile)("ps", [
+      "-o",
+      "args=",
+      "--ppid",
+      String(host.child.pid),
+    ]).catch((error: { stdout?: string }) => ({ stdout: error.stdout ?? "" }));
+    expect(stdout).not.toMatch(/ffmpeg|packager/);
+  }, 120_000);
+});
+
 const { databaseUrl } = testServices();
 
 describe.skipIf(databaseUrl === null)(
@@ -118,7 +158,7 @@ describe.skipIf(databaseUrl === null)(
         VOD_DATABASE_URL: databaseUrl ?? "",
         VOD_DATABASE_SCHEMA: schemas.fresh(),
         VOD_LOG_LEVEL: "info",
-        // A lost job comes back after its lease; short here so the test does not wait half an hour.
+        // A lost job comes back after its lease and the next maintenance pass: short here, to wait less.
         VOD_JOB_LEASE_SECONDS: "10",
         VOD_JOB_MAINTENANCE_SECONDS: "1",
         VOD_JOB_RETRY_DELAY_SECONDS: "1",

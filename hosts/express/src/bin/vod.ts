@@ -41,7 +41,11 @@ const workerCommand = async () => {
         "(the embedded default runs its worker inside `vod serve`)",
     );
   const logger = createLogger(config.logLevel);
-  const composed = await composeVod(config, {}, { runsJobs: true });
+  const composed = await composeVod(
+    config,
+    { onQueueError: (err) => logger.warn({ err }, "job queue error") },
+    { runsJobs: true },
+  );
   if (!composed.jobQueue) throw new Error("no job queue was composed");
   const worker = await startWorker(composed.vod, composed.jobQueue, {
     concurrency: Math.max(1, config.jobs.workerConcurrency),
