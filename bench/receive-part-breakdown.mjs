@@ -119,6 +119,8 @@ try {
     await variant("fsync"),
     await variant("sha256"),
     await variant("sha256+fsync"),
+    await variant("pipe-1m"),
+    await variant("handle-1m"),
     await variant("store"),
     await host("memory"),
     await host("postgres"),

@@ -4,10 +4,13 @@
 //   fsync         ... opened with { flush: true }: fsync before close, as the store does
 //   sha256        ... hashed on the way through an async generator, as the store's writeBody does
 //   sha256+fsync  both
+//   pipe-1m       the pipe with the store's 1 MiB write buffer (fs.createWriteStream)
+//   handle-1m     ... through a FileHandle's write stream, as the store opens its temp file
 //   store         the filesystem store's receivePart itself (temp file with a 1 MiB write buffer,
 //                 rename), without Express, the core, the database or the URL check
 import { createHash } from "node:crypto";
 import { createWriteStream } from "node:fs";
+import { open } from "node:fs/promises";
 import { createServer } from "node:http";
 import { join } from "node:path";
 import { pipeline } from "node:stream/promises";
@@ -15,7 +18,7 @@ import { Effect } from "effect";
 import { fromRepo } from "../lib.mjs";
 
 const [variant, dir] = process.argv.slice(2);
-const variants = ["pipe", "fsync", "sha256", "sha256+fsync", "store"];
+const variants = ["pipe", "fsync", "sha256", "sha256+fsync", "pipe-1m", "handle-1m", "store"];
 if (!variants.includes(variant) || !dir) throw new Error(`usage: variants.mjs <${variants.join("|")}> <dir>`);
 
 const { filesystemObjectStore } = await fromRepo("adapters/filesystem");
@@ -37,7 +40,17 @@ const receive = async (req, number) => {
     await Effect.runPromise(store.receivePart(ref, { number, expectedSize: length }, req));
     return;
   }
-  const file = createWriteStream(join(dir, `part-${number}`), { flush: variant.endsWith("fsync") });
+  const path = join(dir, `part-${number}`);
+  if (variant === "pipe-1m") {
+    await pipeline(req, createWriteStream(path, { highWaterMark: 1024 * 1024 }));
+    return;
+  }
+  if (variant === "handle-1m") {
+    const handle = await open(path, "w");
+    await pipeline(req, handle.createWriteStream({ highWaterMark: 1024 * 1024 }));
+    return;
+  }
+  const file = createWriteStream(path, { flush: variant.endsWith("fsync") });
   if (variant.startsWith("sha256")) {
     const hash = createHash("sha256");
     await pipeline(req, hashed(hash), file);
