@@ -121,6 +121,7 @@ try {
     await variant("sha256+fsync"),
     await variant("pipe-1m"),
     await variant("handle-1m"),
+    await variant("express-store"),
     await variant("store"),
     await host("memory"),
     await host("postgres"),

@@ -6,6 +6,7 @@
 //   sha256+fsync  both
 //   pipe-1m       the pipe with the store's 1 MiB write buffer (fs.createWriteStream)
 //   handle-1m     ... through a FileHandle's write stream, as the store opens its temp file
+//   express-store the store's receivePart behind an Express 5 route, as the host's media app is
 //   store         the filesystem store's receivePart itself (temp file with a 1 MiB write buffer,
 //                 rename), without Express, the core, the database or the URL check
 import { createHash } from "node:crypto";
@@ -18,7 +19,16 @@ import { Effect } from "effect";
 import { fromRepo } from "../lib.mjs";
 
 const [variant, dir] = process.argv.slice(2);
-const variants = ["pipe", "fsync", "sha256", "sha256+fsync", "pipe-1m", "handle-1m", "store"];
+const variants = [
+  "pipe",
+  "fsync",
+  "sha256",
+  "sha256+fsync",
+  "pipe-1m",
+  "handle-1m",
+  "express-store",
+  "store",
+];
 if (!variants.includes(variant) || !dir) throw new Error(`usage: variants.mjs <${variants.join("|")}> <dir>`);
 
 const { filesystemObjectStore } = await fromRepo("adapters/filesystem");
@@ -34,9 +44,9 @@ const hashed = (hash) =>
     }
   };
 
-const receive = async (req, number) => {
+const receive = async (req, number, as = variant) => {
   const length = Number(req.headers["content-length"]);
-  if (variant === "store") {
+  if (as === "store") {
     await Effect.runPromise(store.receivePart(ref, { number, expectedSize: length }, req));
     return;
   }
@@ -58,7 +68,24 @@ const receive = async (req, number) => {
   } else await pipeline(req, file);
 };
 
+const expressApp = async () => {
+  const { default: express } = await import("express");
+  const app = express();
+  app.put("/part/:number", (req, res) => {
+    receive(req, Number(req.params.number), "store").then(
+      () => res.status(200).end(),
+      (error) => res.status(500).set("connection", "close").end(String(error)),
+    );
+  });
+  return app;
+};
+const app = variant === "express-store" ? await expressApp() : undefined;
+
 const server = createServer((req, res) => {
+  if (app) {
+    app(req, res);
+    return;
+  }
   const match = /^\/part\/(\d+)$/.exec(req.url ?? "");
   if (req.method !== "PUT" || !match) {
     res.writeHead(404).end();
