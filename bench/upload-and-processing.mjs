@@ -6,7 +6,7 @@
 //     [--vod-storage postgres|memory|server] [--database-url postgres://postgres@127.0.0.1:5432/postgres]
 import { execFile, execFileSync } from "node:child_process";
 import { randomFillSync } from "node:crypto";
-import { existsSync } from "node:fs";
+import { createReadStream, existsSync, writeFileSync } from "node:fs";
 import { mkdir, mkdtemp, open, readdir, rm, stat } from "node:fs/promises";
 import { cpus, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -54,6 +54,7 @@ const { values: args } = parseArgs({
     "skip-upload": { type: "boolean", default: false },
     "skip-processing": { type: "boolean", default: false },
     "poll-ms": { type: "string", default: "250" },
+    "keep-page-cache": { type: "boolean", default: false },
   },
 });
 const quick = args.quick;
@@ -84,6 +85,28 @@ const tools = resolveTools();
 const execFileP = promisify(execFile);
 const log = (...parts) => console.error(`[${new Date().toISOString().slice(11, 19)}]`, ...parts);
 const syncDisks = () => execFileSync("sync");
+/**
+ * Whether each timed upload starts from the same page cache. How fast a server's writes go on
+ * these VMs depends on what the page cache holds: the bare pipe took 1 GiB in 1.4-1.5 s when it
+ * rewrote the names of its last round (each open truncates the cached file it replaces) and in
+ * 2.8-2.9 s when it wrote new files beside the last round's, still cached. The three servers of a
+ * round leave each other different caches (the host's `complete` writes a second GiB), so before
+ * each upload the clean page cache is dropped (dirty pages were synced) and the source file read
+ * back into it: every server then writes into the same state. Needs root; `--keep-page-cache`,
+ * or no root, skips it, and the header says which.
+ */
+const evenPageCache = (() => {
+  if (args["keep-page-cache"] || process.platform !== "linux") return undefined;
+  try {
+    writeFileSync("/proc/sys/vm/drop_caches", "1");
+  } catch {
+    return undefined;
+  }
+  return async (file) => {
+    writeFileSync("/proc/sys/vm/drop_caches", "1");
+    for await (const _ of createReadStream(file, { highWaterMark: 8 * MiB }));
+  };
+})();
 const seconds = (start) => Number(process.hrtime.bigint() - start) / 1e9;
 const now = () => process.hrtime.bigint();
 // --vod-storage server: each host the run starts gets a schema of its own (and its queue one more,
@@ -364,6 +387,7 @@ const uploadBench = async (file) => {
     const order = servers.map((_, i) => servers[(i + round) % servers.length]);
     for (const server of order) {
       syncDisks();
+      await evenPageCache?.(file);
       await sleep(500);
       const sampler = sampleRss(server.pid, 50);
       const databaseSampler = server.name === "vod" && database ? sampleRss(database.pid, 50) : undefined;
@@ -502,7 +526,10 @@ try {
       : vodStorage;
   const header =
     `${new Date().toISOString()}  vod storage ${storage}  node ${process.version}  ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}  ` +
-    `${ffmpegVersion.split(" Copyright")[0]}\nbuild measured: ${repo} ${describeBuild()}`;
+    `${ffmpegVersion.split(" Copyright")[0]}\nbuild measured: ${repo} ${describeBuild()}` +
+    (args["skip-upload"]
+      ? ""
+      : `\npage cache before each upload: ${evenPageCache ? "dropped, then the source read back" : "as the last round left it"}`);
   const rows = [];
   const extra = [];
 
