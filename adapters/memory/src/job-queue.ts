@@ -1,4 +1,4 @@
-import type { Job, JobFailed, JobName, JobQueue, Worker } from "@vod/core";
+import { type Job, type JobFailed, type JobName, type JobQueue, limitRun, type Worker } from "@vod/core";
 import { Deferred, Effect, Exit } from "effect";
 import type { MemoryJob, MemoryState } from "./state.js";
 
@@ -115,14 +115,9 @@ export const memoryJobQueue = (state: MemoryState, options: MemoryJobQueueOption
             const view = { id: job.id, name, data: job.data, attempt: job.attempts, maxAttempts } as Job<
               typeof name
             >;
-            const run = Effect.suspend(() => handler(view)).pipe(
-              Effect.timeoutFail({
-                duration: maxRunMs,
-                onTimeout: (): JobFailed => ({
-                  _tag: "JobFailed",
-                  message: `ran longer than ${maxRunMs} ms`,
-                }),
-              }),
+            const run = limitRun(
+              Effect.suspend(() => handler(view)),
+              maxRunMs,
             );
             void Effect.runPromiseExit(run).then((exit) => {
               if (!halted) settle(job, exit);

@@ -1,5 +1,5 @@
 import type { Job, JobFailed, JobName, JobQueue, JobTypes, Worker } from "@vod/core";
-import { StorageError } from "@vod/core";
+import { limitRun, StorageError } from "@vod/core";
 import { Cause, Effect, Exit, Fiber } from "effect";
 import PgBoss from "pg-boss";
 import type { Queryable, SqlDatabase } from "./sql.js";
@@ -135,14 +135,9 @@ export const pgBossQueue = async (
     const runOne = async (job: Fetched<N>) => {
       const view = { id: job.id, name, data: job.data, attempt: job.retryCount + 1, maxAttempts } as Job<N>;
       const fiber = Effect.runFork(
-        Effect.suspend(() => handler(view)).pipe(
-          Effect.timeoutFail({
-            duration: maxRunMs,
-            onTimeout: (): JobFailed => ({
-              _tag: "JobFailed",
-              message: `ran longer than ${maxRunMs / 1000} s`,
-            }),
-          }),
+        limitRun(
+          Effect.suspend(() => handler(view)),
+          maxRunMs,
         ),
       );
       let lost = false;

@@ -1,4 +1,4 @@
-import type { Effect } from "effect";
+import { Effect } from "effect";
 import type { StorageError } from "../errors.js";
 
 /** The jobs of the platform, by name, with their data. */
@@ -28,6 +28,20 @@ export interface JobFailed {
   readonly message: string;
   readonly cause?: unknown;
 }
+
+/**
+ * A handler's run bounded by a queue's run limit: past `maxRunMs` it is interrupted (its
+ * finalizers run, its tools are killed) and fails as an attempt, retried or, on the last, ended.
+ * Every JobQueue adapter applies it the same way.
+ */
+export const limitRun = <E>(
+  run: Effect.Effect<void, E>,
+  maxRunMs: number,
+): Effect.Effect<void, E | JobFailed> =>
+  Effect.timeoutFail(run, {
+    duration: maxRunMs,
+    onTimeout: (): JobFailed => ({ _tag: "JobFailed", message: `ran longer than ${maxRunMs / 1000} s` }),
+  });
 
 export interface WorkOptions {
   /** Jobs of this name one worker runs at once. */
