@@ -193,6 +193,31 @@ const alive = (pid: number) => {
 };
 
 describe.skipIf(process.platform !== "linux")("interruption", () => {
+  it("fails with processing_error and kills the packager when it hangs past its limit", async () => {
+    const scratchDir = await mkdtemp(join(root, "scratch-"));
+    // A packager that never finishes, as Shaka did when it deadlocked.
+    const hung = join(root, "hung-packager.sh");
+    await writeFile(hung, "#!/bin/sh\nexec sleep 300\n", { mode: 0o755 });
+    const processor = ffmpegMediaProcessor({
+      x264Preset: "ultrafast",
+      scratchDir,
+      packagerPath: hung,
+      packagerTimeoutMs: 1_000,
+    });
+    const input = { path: sources.small };
+    const source = await Effect.runPromise(processor.probe(input));
+    const result = await Effect.runPromise(
+      Effect.either(processor.package(input, source, defaultLadder, () => Effect.void)),
+    );
+    expect(Either.isLeft(result) && result.left).toMatchObject({
+      _tag: "MediaRejected",
+      code: "processing_error",
+      message: expect.stringContaining("packager ran longer than 1000 ms"),
+    });
+    expect(await children("sleep 300")).toEqual([]);
+    expect(await readdir(scratchDir)).toEqual([]);
+  });
+
   it("kills ffmpeg and removes the scratch directory when the job is interrupted", async () => {
     const scratchDir = await mkdtemp(join(root, "scratch-"));
     // A slow preset keeps ffmpeg busy long enough to be caught running.
