@@ -19,7 +19,11 @@ import { describeRun, type MediaRejectedError, rejected, runTool } from "./proce
 import { resolveTools, type ToolConfig } from "./tools.js";
 
 export interface FfmpegConfig extends ToolConfig {
-  /** Where each job makes its scratch directory; default the OS temp directory. */
+  /**
+   * Where each job makes its scratch directory; default the OS temp directory. Directories left by
+   * a worker that died are removed by the next processor here, which tells them by their maker's
+   * pid: so this directory must not be shared with another machine or pid namespace.
+   */
   readonly scratchDir?: string;
   /**
    * ffmpeg never reads past this much of a source, a guard against a container whose header
@@ -70,19 +74,62 @@ const rank = (path: string): number => {
   return path.endsWith(".m3u8") ? 1 : 0;
 };
 
-const scratch = <A, E>(
-  parent: string,
-  use: (dir: string) => Effect.Effect<A, E>,
-): Effect.Effect<A, E | MediaRejectedError> =>
-  Effect.acquireUseRelease(
-    Effect.tryPromise({
-      try: () => mkdtemp(join(parent, "vod-ffmpeg-")),
-      catch: (cause) =>
-        rejected("processing_error", `Could not make a scratch directory in ${parent}`, cause),
-    }),
-    use,
-    (dir) => Effect.promise(() => rm(dir, { recursive: true, force: true }).catch(() => undefined)),
+/**
+ * Scratch directories carry the pid of the process that made them: a worker killed mid-job (an
+ * OOM kill, a SIGKILL at deploy) cannot remove its own, so the next processor in this directory
+ * removes those whose process is gone. A live process's, this one's or another's, is never touched.
+ */
+const SCRATCH_PREFIX = "vod-ffmpeg-p";
+const SCRATCH_OWNER = /^vod-ffmpeg-p(\d+)-/;
+
+const processAlive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    // EPERM: it exists, under another user.
+    return (e as NodeJS.ErrnoException).code === "EPERM";
+  }
+};
+
+/** Removes the scratch directories in `parent` left by processes that are gone; their names. */
+const sweepScratch = async (parent: string): Promise<string[]> => {
+  let names: string[];
+  try {
+    names = await readdir(parent);
+  } catch {
+    return [];
+  }
+  const stale = names.filter((name) => {
+    const owner = SCRATCH_OWNER.exec(name);
+    if (!owner) return false;
+    const pid = Number(owner[1]);
+    return pid !== process.pid && !processAlive(pid);
+  });
+  await Promise.all(
+    stale.map((name) => rm(join(parent, name), { recursive: true, force: true }).catch(() => undefined)),
   );
+  return stale;
+};
+
+/** Each job's scratch directory, removed when the job ends; the first one sweeps dead workers' first. */
+const scratchSpace = (parent: string) => {
+  let swept: Promise<unknown> | undefined;
+  return <A, E>(use: (dir: string) => Effect.Effect<A, E>): Effect.Effect<A, E | MediaRejectedError> =>
+    Effect.acquireUseRelease(
+      Effect.tryPromise({
+        try: async () => {
+          swept ??= sweepScratch(parent);
+          await swept;
+          return mkdtemp(join(parent, `${SCRATCH_PREFIX}${process.pid}-`));
+        },
+        catch: (cause) =>
+          rejected("processing_error", `Could not make a scratch directory in ${parent}`, cause),
+      }),
+      use,
+      (dir) => Effect.promise(() => rm(dir, { recursive: true, force: true }).catch(() => undefined)),
+    );
+};
 
 /** The source as a local file: in place, or copied into `dir` (containers need seeking). */
 const localSource = (
@@ -271,7 +318,7 @@ export const signalClearKey = (playlist: string, keyId: string): string | undefi
  */
 export const ffmpegMediaProcessor = (config: FfmpegConfig = {}): MediaProcessor => {
   const tools = resolveTools(config);
-  const scratchParent = config.scratchDir ?? tmpdir();
+  const scratch = scratchSpace(config.scratchDir ?? tmpdir());
   const preset = config.x264Preset ?? "veryfast";
   const crf = config.crf ?? 23;
   const probeTimeoutMs = config.probeTimeoutMs ?? 60_000;
@@ -374,7 +421,7 @@ export const ffmpegMediaProcessor = (config: FfmpegConfig = {}): MediaProcessor 
 
   const processor: MediaProcessor = {
     probe: (input) =>
-      scratch(scratchParent, (dir) =>
+      scratch((dir) =>
         localSource(input, dir).pipe(
           Effect.catchTag("StorageError", (error) =>
             Effect.fail(rejected("processing_error", `Could not read the source: ${error.message}`, error)),
@@ -384,7 +431,7 @@ export const ffmpegMediaProcessor = (config: FfmpegConfig = {}): MediaProcessor 
       ),
 
     package: (input, source, ladder, emit, options = {}) => {
-      const run = scratch(scratchParent, (dir) =>
+      const run = scratch((dir) =>
         Effect.gen(function* () {
           const encryption =
             options.encryption === undefined ? undefined : yield* checkEncryption(options.encryption);

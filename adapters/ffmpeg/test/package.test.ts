@@ -1,3 +1,5 @@
+import { spawn } from "node:child_process";
+import { once } from "node:events";
 import { createReadStream } from "node:fs";
 import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -163,6 +165,33 @@ describe("package", () => {
     );
     expect(Either.isLeft(result) && result.left._tag).toBe("StorageError");
     expect(await readdir(scratchDir)).toEqual([]);
+  });
+
+  it("removes scratch directories of workers that died, and only theirs", async () => {
+    const scratchDir = await mkdtemp(join(root, "scratch-"));
+    // A pid that was alive a moment ago and is gone now, as a SIGKILLed worker's is.
+    const gone = spawn(process.execPath, ["-e", ""]);
+    await once(gone, "exit");
+    const living = spawn(process.execPath, ["-e", "setTimeout(() => {}, 60_000)"]);
+    try {
+      const leftovers = {
+        dead: `vod-ffmpeg-p${gone.pid}-aB3dE9`,
+        living: `vod-ffmpeg-p${living.pid}-Zz0Yy1`,
+        own: `vod-ffmpeg-p${process.pid}-q1W2e3`,
+        unrelated: "vod-ffmpeg-notascratch",
+      };
+      for (const name of Object.values(leftovers)) {
+        await mkdir(join(scratchDir, name, "work"), { recursive: true });
+        await writeFile(join(scratchDir, name, "work", "0.m4s"), "segment");
+      }
+      const processor = ffmpegMediaProcessor({ scratchDir });
+      await Effect.runPromise(processor.probe({ path: sources.small }));
+      expect((await readdir(scratchDir)).sort()).toEqual(
+        [leftovers.living, leftovers.own, leftovers.unrelated].sort(),
+      );
+    } finally {
+      living.kill("SIGKILL");
+    }
   });
 });
 

@@ -1,6 +1,6 @@
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -151,7 +151,7 @@ describe.skipIf(databaseUrl === null)(
       if (dataDir) await rm(dataDir, { recursive: true, force: true });
     });
 
-    it("runs the job again on another worker, and the asset still reaches ready", async () => {
+    it("runs the job again on another worker, the asset still reaches ready, and the killed worker's scratch is removed", async () => {
       dataDir = await mkdtemp(join(tmpdir(), "vod-kill-"));
       const env = {
         VOD_DATA_DIR: dataDir,
@@ -166,7 +166,11 @@ describe.skipIf(databaseUrl === null)(
       // The API host runs no jobs; workers are processes of their own, as in the server set.
       const api = await startServe({ ...env, VOD_WORKER_CONCURRENCY: "0" }, await freePort());
       spawned.push(api);
-      const first = spawnCli("worker", env);
+      // The workers' scratch space, to see what a killed one leaves behind.
+      const scratch = join(dataDir, "tmp");
+      await mkdir(scratch);
+      const workerEnv = { ...env, TMPDIR: scratch };
+      const first = spawnCli("worker", workerEnv);
       spawned.push(first);
       await first.waitFor('"msg":"worker started"');
 
@@ -184,12 +188,21 @@ describe.skipIf(databaseUrl === null)(
         if (Date.now() > until) throw new Error("the asset never reached processing");
         await new Promise((r) => setTimeout(r, 50));
       }
+      const leftBy = (pid: number | undefined) => async () =>
+        (await readdir(scratch)).filter((name) => name.startsWith(`vod-ffmpeg-p${pid}-`));
+      const firstScratch = leftBy(first.child.pid);
+      while ((await firstScratch()).length === 0) {
+        if (Date.now() > until) throw new Error("the first worker never made its scratch directory");
+        await new Promise((r) => setTimeout(r, 50));
+      }
       first.child.kill("SIGKILL");
       await new Promise((r) => first.child.once("exit", r));
       const during = await call(api.url, `/v1/assets/${assetId}`, { headers: auth });
       expect(during.body.asset.status).toBe("processing");
 
-      const second = spawnCli("worker", env);
+      expect(await firstScratch()).toHaveLength(1);
+
+      const second = spawnCli("worker", workerEnv);
       spawned.push(second);
       const asset = await settledAsset(api.url, auth, assetId, 150_000);
       expect(asset).toMatchObject({
@@ -208,6 +221,8 @@ describe.skipIf(databaseUrl === null)(
         .filter((line) => line.includes('"msg":"processing done"') && line.includes(assetId));
       expect(done.length).toBeGreaterThan(0);
       expect(done.every((line) => /"attempt":[2-9]/.test(line))).toBe(true);
+      // The killed worker could not clean up after itself; the next one did.
+      expect(await firstScratch()).toEqual([]);
     }, 240_000);
   },
 );
