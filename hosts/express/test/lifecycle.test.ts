@@ -141,6 +141,15 @@ describe("vod serve on the embedded default (PGlite under VOD_DATA_DIR)", () => 
     expect(spawned.output()).toContain("VOD_DATABASE_URL: must be a postgres:// URL");
   });
 
+  it("refuses a heap growing percent that is not a whole number from 0 to 1000", async () => {
+    const spawned = spawnCli("serve", { VOD_HEAP_GROWING_PERCENT: "1.5", VOD_DATA_DIR: dataDir });
+    const code = await new Promise((resolve) => spawned.child.once("exit", resolve));
+    expect(code).toBe(78);
+    expect(spawned.output()).toContain(
+      'VOD_HEAP_GROWING_PERCENT must be an integer from 0 to 1000, got "1.5"',
+    );
+  });
+
   it("refuses to run `vod worker` without a database server, saying why", async () => {
     const spawned = spawnCli("worker", { VOD_DATA_DIR: dataDir, VOD_DATABASE_URL: "" });
     const code = await new Promise((resolve) => spawned.child.once("exit", resolve));
