@@ -11,6 +11,7 @@ export default defineConfig({
       "@vod/core": src("core"),
       "@vod/adapter-memory": src("adapters/memory"),
       "@vod/adapter-postgres": src("adapters/postgres"),
+      "@vod/adapter-redis": src("adapters/redis"),
       "@vod/adapter-filesystem": src("adapters/filesystem"),
       "@vod/adapter-ffmpeg": src("adapters/ffmpeg"),
       "@vod/adapter-jose": src("adapters/jose"),

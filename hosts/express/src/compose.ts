@@ -26,6 +26,7 @@ import {
   postgresTelemetrySink,
   type SqlDatabase,
 } from "@vod/adapter-postgres";
+import { type RedisAdapters, redisAdapters } from "@vod/adapter-redis";
 import {
   type Clock,
   coreModule,
@@ -174,6 +175,23 @@ export const composeVod = async (
     label = db.engine === "pglite" ? `pglite (${resolve(config.dataDir, "pglite")})` : "postgres";
   }
 
+  // Redis, when configured, is what every node shares: one count per rate limit for the whole
+  // cluster, and a revocation seen by every node at once (instead of the database's table).
+  let redis: RedisAdapters | undefined;
+  if (config.redis.url) {
+    redis = redisAdapters({ url: config.redis.url, keyPrefix: config.redis.keyPrefix });
+    try {
+      await redis.ready();
+    } catch (error) {
+      await redis.close();
+      await boss?.close();
+      await db?.close();
+      throw new Error(`cannot reach Redis at VOD_REDIS_URL: ${(error as Error).message}`, { cause: error });
+    }
+    if (!overrides.revocationStore) revocationStore = redis.revocationStore;
+  }
+  const rateLimiter = redis?.rateLimiter ?? memoryRateLimiter();
+
   const objectStore =
     overrides.objectStore ??
     (config.objects.store === "memory"
@@ -196,7 +214,7 @@ export const composeVod = async (
       bind(Tokens.Ids).toConstantValue(randomIds());
       bind(Tokens.Config).toConstantValue(coreConfig);
       bind(Tokens.Storage).toConstantValue(storage);
-      bind(Tokens.RateLimiter).toConstantValue(memoryRateLimiter());
+      bind(Tokens.RateLimiter).toConstantValue(rateLimiter);
       bind(Tokens.ObjectStore).toConstantValue(objectStore);
       bind(Tokens.RevocationStore).toConstantValue(revocationStore);
       bind(Tokens.TelemetrySink).toConstantValue(telemetrySink);
@@ -215,6 +233,7 @@ export const composeVod = async (
     close: async () => {
       await boss?.close();
       await db?.close();
+      await redis?.close();
     },
   };
 };

@@ -38,6 +38,16 @@ const Env = Schema.Struct({
     ),
   ),
   VOD_DATABASE_POOL_SIZE: Schema.optionalWith(PositiveInt, { default: () => 10 }),
+  VOD_REDIS_URL: opt(
+    Schema.String.pipe(
+      Schema.filter((s) => URL.canParse(s) && /^rediss?:$/.test(new URL(s).protocol), {
+        message: () => "must be a redis:// or rediss:// URL",
+      }),
+    ),
+  ),
+  VOD_REDIS_KEY_PREFIX: Schema.optionalWith(Schema.String.pipe(Schema.minLength(1)), {
+    default: () => "vod:",
+  }),
   VOD_DATABASE_SCHEMA: opt(
     Schema.String.pipe(
       Schema.pattern(/^[a-z_][a-z0-9_]{0,62}$/, { message: () => "must be lowercase letters, digits and _" }),
@@ -121,6 +131,14 @@ export interface HostConfig {
     readonly poolSize: number;
     readonly schema?: string | undefined;
   };
+  /**
+   * Rate limits and revoked playback sessions shared by every node, when set; else each process
+   * keeps its own (in memory) and revocations live in the database.
+   */
+  readonly redis: {
+    readonly url?: string | undefined;
+    readonly keyPrefix: string;
+  };
   readonly objects: {
     readonly store: "filesystem" | "memory";
     /** Root of the filesystem store (default `<dataDir>/objects`). */
@@ -199,6 +217,7 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     },
     storage: e.VOD_STORAGE,
     database: { url: e.VOD_DATABASE_URL, poolSize: e.VOD_DATABASE_POOL_SIZE, schema: e.VOD_DATABASE_SCHEMA },
+    redis: { url: e.VOD_REDIS_URL, keyPrefix: e.VOD_REDIS_KEY_PREFIX },
     objects: { store: e.VOD_OBJECT_STORE, dir: e.VOD_OBJECTS_DIR, uploadUrlSecret: e.VOD_UPLOAD_URL_SECRET },
     jobs: {
       workerConcurrency: e.VOD_WORKER_CONCURRENCY,

@@ -1,0 +1,86 @@
+import { randomBytes } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { redisBackdoor } from "@vod/adapter-redis";
+import { suiteName, testServices } from "@vod/contract-tests";
+import { afterAll, describe, expect, it } from "vitest";
+import { call, freePort, type Spawned, spawnCli, startServe, stop } from "./support.js";
+
+const { redisUrl } = testServices();
+
+describe.skipIf(redisUrl === null)(
+  suiteName("two hosts sharing Redis (VOD_REDIS_URL)", redisUrl !== null, "VOD_TEST_REDIS_URL"),
+  () => {
+    const prefix = `vod-host-test:${randomBytes(6).toString("hex")}:`;
+    const spawned: Spawned[] = [];
+    const dirs: string[] = [];
+    afterAll(async () => {
+      await Promise.all(spawned.map((s) => stop(s)));
+      await Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true })));
+      const backdoor = redisBackdoor({ url: redisUrl ?? "", keyPrefix: prefix });
+      await backdoor.clear();
+      await backdoor.close();
+    });
+
+    const host = async (extra: Record<string, string> = {}) => {
+      const dataDir = await mkdtemp(join(tmpdir(), "vod-redis-"));
+      dirs.push(dataDir);
+      const started = await startServe(
+        {
+          VOD_DATA_DIR: dataDir,
+          VOD_STORAGE: "memory",
+          VOD_LOG_LEVEL: "silent",
+          VOD_REDIS_URL: redisUrl ?? "",
+          VOD_REDIS_KEY_PREFIX: prefix,
+          VOD_RATE_LIMIT_LOGIN_PER_EMAIL: "3",
+          ...extra,
+        },
+        await freePort(),
+      );
+      spawned.push(started);
+      return started;
+    };
+
+    it("counts a rate limit once for both: the login limit per email spans the hosts", async () => {
+      const [a, b] = [await host(), await host()];
+      const email = `shared-${randomBytes(4).toString("hex")}@example.com`;
+      const login = (url: string) =>
+        call(url, "/v1/auth/login", { body: { email, password: "not the password" } });
+      expect((await login(a.url)).status).toBe(401);
+      expect((await login(b.url)).status).toBe(401);
+      expect((await login(a.url)).status).toBe(401);
+      // The fourth attempt, on either host, is over the shared limit of 3.
+      const limited = await login(b.url);
+      expect(limited.status).toBe(429);
+      expect(limited.body.code).toBe("rate_limited");
+      expect(Number(limited.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+      expect((await login(a.url)).status).toBe(429);
+
+      // What Redis holds: the counters, under this deployment's prefix.
+      const backdoor = redisBackdoor({ url: redisUrl ?? "", keyPrefix: prefix });
+      try {
+        // Five attempts counted in one place, whichever host took them.
+        expect(Object.values(await backdoor.entries("rate:*"))).toContain("5");
+      } finally {
+        await backdoor.close();
+      }
+    }, 60_000);
+
+    it("refuses to start when Redis cannot be reached, saying so", async () => {
+      const dataDir = await mkdtemp(join(tmpdir(), "vod-redis-"));
+      dirs.push(dataDir);
+      const cli = spawnCli("serve", {
+        PORT: String(await freePort()),
+        VOD_HOST: "127.0.0.1",
+        VOD_DATA_DIR: dataDir,
+        VOD_STORAGE: "memory",
+        VOD_REDIS_URL: "redis://127.0.0.1:1",
+      });
+      spawned.push(cli);
+      const code = await new Promise((resolve) => cli.child.once("exit", resolve));
+      expect(code).not.toBe(0);
+      expect(cli.output()).toContain("cannot reach Redis at VOD_REDIS_URL");
+    }, 30_000);
+  },
+);
