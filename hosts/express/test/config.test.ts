@@ -17,6 +17,7 @@ describe("loadConfig", () => {
       trustProxy: false,
     });
     expect(config.database.url).toBeUndefined();
+    expect(config.redis).toEqual({ url: undefined, keyPrefix: "vod:" });
     expect(config.google.clientId).toBeUndefined();
   });
 
@@ -30,6 +31,8 @@ describe("loadConfig", () => {
       VOD_DATABASE_POOL_SIZE: "25",
       VOD_RATE_LIMIT_AUTH_PER_MINUTE: "5",
       VOD_TRUST_PROXY: "true",
+      VOD_REDIS_URL: "rediss://default:secret@cache.internal:6378/2",
+      VOD_REDIS_KEY_PREFIX: "vod-eu:",
     });
     expect(config).toMatchObject({
       port: 9000,
@@ -37,6 +40,7 @@ describe("loadConfig", () => {
       mediaUrl: "https://media.example.com",
       drmUrl: "http://localhost:9000",
       database: { url: "postgresql://u@db:5432/vod", poolSize: 25 },
+      redis: { url: "rediss://default:secret@cache.internal:6378/2", keyPrefix: "vod-eu:" },
       rateLimits: { authPerIpPerMinute: 5 },
       trustProxy: true,
     });
@@ -49,6 +53,7 @@ describe("loadConfig", () => {
         VOD_BASE_URL: "ftp://x",
         VOD_RATE_LIMIT_LOGIN_PER_EMAIL: "-1",
         VOD_STORAGE: "mongo",
+        VOD_REDIS_URL: "http://cache:6379",
       });
     expect(attempt).toThrow(ConfigError);
     try {
@@ -57,6 +62,7 @@ describe("loadConfig", () => {
       const message = (error as Error).message;
       for (const name of ["PORT", "VOD_BASE_URL", "VOD_RATE_LIMIT_LOGIN_PER_EMAIL", "VOD_STORAGE"])
         expect(message).toContain(`${name}:`);
+      expect(message).toContain("VOD_REDIS_URL: must be a redis:// or rediss:// URL");
     }
   });
 });
