@@ -1,4 +1,4 @@
-import { ConfigError, loadConfig } from "@vod/host-express";
+import { ConfigError, loadConfig, tuneHeapForStreaming } from "@vod/host-express";
 import { describe, expect, it } from "vitest";
 
 describe("loadConfig", () => {
@@ -64,5 +64,12 @@ describe("loadConfig", () => {
         expect(message).toContain(`${name}:`);
       expect(message).toContain("VOD_REDIS_URL: must be a redis:// or rediss:// URL");
     }
+  });
+});
+
+describe("tuneHeapForStreaming", () => {
+  it("refuses a percent that is not a whole number from 1 to 1000, before setting anything", () => {
+    for (const bad of [0, -5, 1.5, 1001, Number.NaN])
+      expect(() => tuneHeapForStreaming(bad)).toThrow(RangeError);
   });
 });

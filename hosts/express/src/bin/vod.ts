@@ -1,8 +1,8 @@
 #!/usr/bin/env node
-import { setFlagsFromString } from "node:v8";
 import { migrate } from "@vod/adapter-postgres";
 import { composeVod, openDatabase } from "../compose.js";
 import { ConfigError, loadConfig } from "../config.js";
+import { DEFAULT_HEAP_GROWING_PERCENT, tuneHeapForStreaming } from "../heap.js";
 import { createLogger, type Logger } from "../logger.js";
 import { startHost } from "../server.js";
 import { startWorker } from "../worker.js";
@@ -85,34 +85,21 @@ const serve = async () => {
   onStop(host.logger, () => host.close());
 };
 
-/**
- * Node 20's V8 counts new external memory, such as the 64 KiB buffer of each chunk read from a
- * socket, against the old generation's limit until the next full GC. Between two scavenges,
- * part PUTs allocate ~32 MB of such buffers, all short-lived. The heap's own headroom after a
- * full GC is often less than that: V8's growing factor can fall to 1.1, and the memory reducer
- * shrinks the heap after a pause. A following upload then set off a full GC every ~25 MB: 40-60
- * per GiB, 1.5-2 CPU seconds, part PUTs at 0.6-0.7 of the bare pipe (bench/upload-gc.mjs).
- * A factor of 3 leaves ~60 MB of headroom over the host's ~30 MB heap, and the full GCs during an
- * upload went to none. 3 is within the range V8 picks by itself (1.1-4); an idle heap is still
- * shrunk. Set in the process's own entry point, not by the embeddable host, whose process
- * belongs to whoever embeds it. VOD_HEAP_GROWING_PERCENT=0 leaves V8's own choice.
- */
-const DEFAULT_HEAP_GROWING_PERCENT = 200;
-
-const tuneHeapForStreaming = () => {
+/** The heap tuning for streamed uploads (see heap.ts), from VOD_HEAP_GROWING_PERCENT. */
+const tuneHeap = () => {
   const given = process.env.VOD_HEAP_GROWING_PERCENT;
   const percent = given === undefined || given === "" ? DEFAULT_HEAP_GROWING_PERCENT : Number(given);
   if (!Number.isInteger(percent) || percent < 0 || percent > 1000)
     throw new ConfigError(
       `invalid configuration:\n  VOD_HEAP_GROWING_PERCENT must be an integer from 0 to 1000, got ${JSON.stringify(given)}`,
     );
-  if (percent > 0) setFlagsFromString(`--heap-growing-percent=${percent}`);
+  if (percent > 0) tuneHeapForStreaming(percent);
 };
 
 export const main = async (argv: ReadonlyArray<string>) => {
   const [command] = argv;
   try {
-    if (command === "serve" || command === "worker") tuneHeapForStreaming();
+    if (command === "serve" || command === "worker") tuneHeap();
     switch (command) {
       case "serve":
         return await serve();
