@@ -1,7 +1,8 @@
 // Helpers of the benchmarks: child processes, memory sampling, one HTTP client for every server.
 import { execFileSync, spawn } from "node:child_process";
-import { createReadStream } from "node:fs";
-import { readFile } from "node:fs/promises";
+import { randomFillSync } from "node:crypto";
+import { createReadStream, writeFileSync } from "node:fs";
+import { open, readFile } from "node:fs/promises";
 import { Agent, request } from "node:http";
 import { createServer } from "node:net";
 import { loadavg } from "node:os";
@@ -9,6 +10,43 @@ import { join, relative, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
 export const MiB = 1024 * 1024;
+
+/** `size` random bytes in a file, made once; every upload scenario streams this file from disk. */
+export const makeRandomFile = async (path, size) => {
+  const handle = await open(path, "w");
+  const chunk = Buffer.allocUnsafe(8 * MiB);
+  try {
+    for (let written = 0; written < size; written += chunk.length) {
+      const n = Math.min(chunk.length, size - written);
+      randomFillSync(chunk, 0, n);
+      await handle.write(chunk, 0, n);
+    }
+  } finally {
+    await handle.close();
+  }
+};
+
+/**
+ * Whether each timed upload starts from the same page cache. How fast a server's writes go on
+ * these VMs depends on what the page cache holds: the bare pipe took 1 GiB in 1.4-1.5 s when it
+ * rewrote the names of its last round (each open truncates the cached file it replaces) and in
+ * 2.8-2.9 s when it wrote new files beside the last round's, still cached. So before each upload
+ * the clean page cache is dropped (dirty pages are synced first by the caller) and the source file
+ * read back into it: every server then writes into the same state. Needs root on Linux; returns
+ * undefined where it cannot (or when `skip`), and the caller's header says which.
+ */
+export const pageCacheLeveller = (skip = false) => {
+  if (skip || process.platform !== "linux") return undefined;
+  try {
+    writeFileSync("/proc/sys/vm/drop_caches", "1");
+  } catch {
+    return undefined;
+  }
+  return async (file) => {
+    writeFileSync("/proc/sys/vm/drop_caches", "1");
+    for await (const _ of createReadStream(file, { highWaterMark: 8 * MiB }));
+  };
+};
 
 /**
  * The checkout whose build is measured: this repository, or the one named by VOD_BENCH_REPO (say a
@@ -191,6 +229,23 @@ export const pool = async (jobs, concurrency, work) => {
   });
   await Promise.all(runners);
 };
+
+/**
+ * PUTs `file` in parts of `partSize` to a server that takes `PUT /part/<n>` (the bare pipe and its
+ * variants), `parallel` at a time, each expected to answer 200.
+ */
+export const putPartsToServer = ({ agent, port, file, size, partSize, parallel, name }) =>
+  pool(partsOf(size, partSize), parallel, async (p) => {
+    const reply = await sendFileRange({
+      agent,
+      url: `http://127.0.0.1:${port}/part/${p.number}`,
+      method: "PUT",
+      headers: { "content-type": "application/octet-stream" },
+      file,
+      ...p,
+    });
+    expectStatus(`${name} part ${p.number}`, reply, 200);
+  });
 
 /** A JSON call to a control endpoint (signup, create, start, complete): small bodies, fetch is fine. */
 export const callJson = async (base, path, { method, body, headers = {} } = {}) => {

@@ -8,12 +8,21 @@
 //
 //   node bench/profile-host.mjs [--mode upload|processing] [--size-mib 1024] [--storage postgres|memory]
 //                               [--video-seconds 30] [--poll-ms 250] [--top 30]
-import { randomFillSync } from "node:crypto";
-import { mkdir, mkdtemp, open, readdir, readFile, rm, stat } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { cli, cpuSeconds, fromRepo, MiB, sleep, startVodHost, summarizeCpuProfile, table } from "./lib.mjs";
+import {
+  cli,
+  cpuSeconds,
+  fromRepo,
+  MiB,
+  makeRandomFile,
+  sleep,
+  startVodHost,
+  summarizeCpuProfile,
+  table,
+} from "./lib.mjs";
 import { makeVideo } from "./processing.mjs";
 
 const { values: args } = parseArgs({
@@ -57,11 +66,7 @@ try {
   const before = { cpu: undefined };
   if (args.mode === "upload") {
     const file = join(scratch, "random.bin");
-    const handle = await open(file, "w");
-    const chunk = Buffer.allocUnsafe(8 * MiB);
-    for (let at = 0; at < SIZE; at += chunk.length)
-      await handle.write(randomFillSync(chunk), 0, Math.min(chunk.length, SIZE - at));
-    await handle.close();
+    await makeRandomFile(file, SIZE);
     await vod.putParts(file, await vod.begin(64 * MiB, "warm-up"));
     const upload = await vod.begin(SIZE, "profiled");
     before.cpu = await cpuSeconds(vod.host.child.pid);

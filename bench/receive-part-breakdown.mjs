@@ -5,8 +5,7 @@
 //
 //   node bench/receive-part-breakdown.mjs [--size-mib 1024] [--rounds 3]
 import { execFileSync } from "node:child_process";
-import { randomFillSync } from "node:crypto";
-import { mkdir, mkdtemp, open, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -14,14 +13,12 @@ import { parseArgs } from "node:util";
 import {
   cli,
   cpuSeconds,
-  expectStatus,
   keepAliveAgent,
   MiB,
+  makeRandomFile,
   median,
-  partsOf,
-  pool,
+  putPartsToServer,
   sampleRss,
-  sendFileRange,
   sleep,
   spawnNode,
   startVodHost,
@@ -50,11 +47,7 @@ const scratch = await mkdtemp(join(tmpdir(), "vod-bench-breakdown-"));
 const stops = [];
 try {
   const file = join(scratch, "random.bin");
-  const handle = await open(file, "w");
-  const chunk = Buffer.allocUnsafe(PART);
-  for (let at = 0; at < SIZE; at += PART)
-    await handle.write(randomFillSync(chunk), 0, Math.min(PART, SIZE - at));
-  await handle.close();
+  await makeRandomFile(file, SIZE);
 
   const variant = async (name) => {
     const dir = join(scratch, name);
@@ -69,16 +62,7 @@ try {
       run: async (size) => {
         const cpu = await cpuSeconds(server.child.pid);
         const start = now();
-        await pool(partsOf(size, PART), PARALLEL, async (p) => {
-          const reply = await sendFileRange({
-            agent,
-            url: `http://127.0.0.1:${port}/part/${p.number}`,
-            method: "PUT",
-            file,
-            ...p,
-          });
-          expectStatus(`${name} part ${p.number}`, reply, 200);
-        });
+        await putPartsToServer({ agent, port, file, size, partSize: PART, parallel: PARALLEL, name });
         const took = seconds(start);
         const used = await cpuUsed(server.child.pid, cpu);
         await rm(dir, { recursive: true, force: true });

@@ -5,9 +5,8 @@
 //   node bench/upload-and-processing.mjs [--size-mib 1024] [--rounds 5] [--quick]
 //     [--vod-storage postgres|memory|server] [--database-url postgres://postgres@127.0.0.1:5432/postgres]
 import { execFile, execFileSync } from "node:child_process";
-import { randomFillSync } from "node:crypto";
-import { createReadStream, existsSync, writeFileSync } from "node:fs";
-import { mkdir, mkdtemp, open, readdir, rm, stat } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import { mkdir, mkdtemp, readdir, rm, stat } from "node:fs/promises";
 import { cpus, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -22,9 +21,11 @@ import {
   fromRepo,
   keepAliveAgent,
   MiB,
+  makeRandomFile,
   median,
+  pageCacheLeveller,
   partsOf,
-  pool,
+  putPartsToServer,
   repo,
   sampleRss,
   sendFileRange,
@@ -85,28 +86,9 @@ const tools = resolveTools();
 const execFileP = promisify(execFile);
 const log = (...parts) => console.error(`[${new Date().toISOString().slice(11, 19)}]`, ...parts);
 const syncDisks = () => execFileSync("sync");
-/**
- * Whether each timed upload starts from the same page cache. How fast a server's writes go on
- * these VMs depends on what the page cache holds: the bare pipe took 1 GiB in 1.4-1.5 s when it
- * rewrote the names of its last round (each open truncates the cached file it replaces) and in
- * 2.8-2.9 s when it wrote new files beside the last round's, still cached. The three servers of a
- * round leave each other different caches (the host's `complete` writes a second GiB), so before
- * each upload the clean page cache is dropped (dirty pages were synced) and the source file read
- * back into it: every server then writes into the same state. Needs root; `--keep-page-cache`,
- * or no root, skips it, and the header says which.
- */
-const evenPageCache = (() => {
-  if (args["keep-page-cache"] || process.platform !== "linux") return undefined;
-  try {
-    writeFileSync("/proc/sys/vm/drop_caches", "1");
-  } catch {
-    return undefined;
-  }
-  return async (file) => {
-    writeFileSync("/proc/sys/vm/drop_caches", "1");
-    for await (const _ of createReadStream(file, { highWaterMark: 8 * MiB }));
-  };
-})();
+// The three servers of a round leave each other different caches (the host's `complete` writes
+// a second GiB): each timed upload starts from a levelled one (lib.mjs), unless --keep-page-cache.
+const evenPageCache = pageCacheLeveller(Boolean(args["keep-page-cache"]));
 const seconds = (start) => Number(process.hrtime.bigint() - start) / 1e9;
 const now = () => process.hrtime.bigint();
 // --vod-storage server: each host the run starts gets a schema of its own (and its queue one more,
@@ -172,21 +154,6 @@ const emptyDir = async (dir) => {
   await mkdir(dir, { recursive: true });
 };
 
-/** `size` random bytes in a file, made once; every upload scenario streams this file from disk. */
-const makeRandomFile = async (path, size) => {
-  const handle = await open(path, "w");
-  const chunk = Buffer.allocUnsafe(8 * MiB);
-  try {
-    for (let written = 0; written < size; written += chunk.length) {
-      const n = Math.min(chunk.length, size - written);
-      randomFillSync(chunk, 0, n);
-      await handle.write(chunk, 0, n);
-    }
-  } finally {
-    await handle.close();
-  }
-};
-
 // ---------------------------------------------------------------------------------------------
 // The three upload servers: each in a process of its own, driven by the same client.
 
@@ -206,17 +173,7 @@ const bareServer = async () => {
     upload: async (file, size) => {
       const parts = partsOf(size, PART);
       const start = now();
-      await pool(parts, PARALLEL, async (p) => {
-        const reply = await sendFileRange({
-          agent,
-          url: `http://127.0.0.1:${port}/part/${p.number}`,
-          method: "PUT",
-          headers: { "content-type": "application/octet-stream" },
-          file,
-          ...p,
-        });
-        expectStatus(`bare part ${p.number}`, reply, 200);
-      });
+      await putPartsToServer({ agent, port, file, size, partSize: PART, parallel: PARALLEL, name: "bare" });
       return { seconds: seconds(start), requests: parts.length };
     },
   };

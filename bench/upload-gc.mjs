@@ -6,9 +6,7 @@
 //
 //   node bench/upload-gc.mjs [--size-mib 1024] [--rounds 3] [--idle-ms 10000]
 import { execFileSync } from "node:child_process";
-import { randomFillSync } from "node:crypto";
-import { createReadStream, writeFileSync } from "node:fs";
-import { mkdir, mkdtemp, open, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -17,13 +15,12 @@ import {
   cli,
   cpuSeconds,
   describeBuild,
-  expectStatus,
   keepAliveAgent,
   MiB,
+  makeRandomFile,
   median,
-  partsOf,
-  pool,
-  sendFileRange,
+  pageCacheLeveller,
+  putPartsToServer,
   sleep,
   spawnNode,
   startVodHost,
@@ -64,28 +61,13 @@ const gcCounts = (text, pid) => {
 };
 
 /** As upload-and-processing.mjs: every upload starts from the same page cache (root, Linux). */
-const evenPageCache = (() => {
-  if (process.platform !== "linux") return undefined;
-  try {
-    writeFileSync("/proc/sys/vm/drop_caches", "1");
-  } catch {
-    return undefined;
-  }
-  return async (file) => {
-    writeFileSync("/proc/sys/vm/drop_caches", "1");
-    for await (const _ of createReadStream(file, { highWaterMark: 8 * MiB }));
-  };
-})();
+const evenPageCache = pageCacheLeveller();
 
 const scratch = await mkdtemp(join(tmpdir(), "vod-bench-gc-"));
 const stops = [];
 try {
   const file = join(scratch, "random.bin");
-  const handle = await open(file, "w");
-  const chunk = Buffer.allocUnsafe(PART);
-  for (let at = 0; at < SIZE; at += PART)
-    await handle.write(randomFillSync(chunk), 0, Math.min(PART, SIZE - at));
-  await handle.close();
+  await makeRandomFile(file, SIZE);
 
   const bare = async () => {
     const dir = join(scratch, "bare");
@@ -98,15 +80,14 @@ try {
       name: "limit: bare node:http PUT → file",
       process: server,
       upload: async () => {
-        await pool(partsOf(SIZE, PART), PARALLEL, async (p) => {
-          const reply = await sendFileRange({
-            agent,
-            url: `http://127.0.0.1:${port}/part/${p.number}`,
-            method: "PUT",
-            file,
-            ...p,
-          });
-          expectStatus(`bare part ${p.number}`, reply, 200);
+        await putPartsToServer({
+          agent,
+          port,
+          file,
+          size: SIZE,
+          partSize: PART,
+          parallel: PARALLEL,
+          name: "bare",
         });
         await rm(dir, { recursive: true, force: true });
         await mkdir(dir);
