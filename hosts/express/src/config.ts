@@ -1,4 +1,5 @@
 import { Either, ParseResult, Schema } from "effect";
+import { DEFAULT_HEAP_GROWING_PERCENT } from "./heap.js";
 
 const Port = Schema.NumberFromString.pipe(Schema.int(), Schema.between(0, 65535));
 const PositiveInt = Schema.NumberFromString.pipe(Schema.int(), Schema.positive());
@@ -44,6 +45,14 @@ const Env = Schema.Struct({
         message: () => "must be a redis:// or rediss:// URL",
       }),
     ),
+  ),
+  VOD_HEAP_GROWING_PERCENT: Schema.optionalWith(
+    Schema.NumberFromString.pipe(
+      Schema.filter((n) => Number.isInteger(n) && n >= 0 && n <= 1000, {
+        message: () => "must be an integer from 0 to 1000",
+      }),
+    ),
+    { default: () => DEFAULT_HEAP_GROWING_PERCENT },
   ),
   VOD_REDIS_KEY_PREFIX: Schema.optionalWith(Schema.String.pipe(Schema.minLength(1)), {
     default: () => "vod:",
@@ -166,6 +175,11 @@ export interface HostConfig {
   readonly signingKeys?: string | undefined;
   readonly cursorSecret?: string | undefined;
   readonly trustProxy: boolean;
+  /**
+   * V8's heap growing factor as a percent over 1, which the `vod` CLI sets for its process
+   * (`tuneHeapForStreaming`); 0 leaves V8's own. `startHost` alone never sets it.
+   */
+  readonly heapGrowingPercent: number;
   /** The public URLs that were not set and so follow PORT (and the port actually bound, for 0). */
   readonly defaultedUrls: ReadonlyArray<"baseUrl" | "mediaUrl" | "drmUrl">;
   readonly logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
@@ -235,6 +249,7 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     signingKeys: e.VOD_SIGNING_KEYS,
     cursorSecret: e.VOD_CURSOR_SECRET,
     trustProxy: e.VOD_TRUST_PROXY,
+    heapGrowingPercent: e.VOD_HEAP_GROWING_PERCENT,
     defaultedUrls: [
       ...(e.VOD_BASE_URL ? [] : (["baseUrl"] as const)),
       ...(e.VOD_MEDIA_URL ? [] : (["mediaUrl"] as const)),

@@ -18,6 +18,7 @@ describe("loadConfig", () => {
     });
     expect(config.database.url).toBeUndefined();
     expect(config.redis).toEqual({ url: undefined, keyPrefix: "vod:" });
+    expect(config.heapGrowingPercent).toBe(200);
     expect(config.google.clientId).toBeUndefined();
   });
 
@@ -33,6 +34,7 @@ describe("loadConfig", () => {
       VOD_TRUST_PROXY: "true",
       VOD_REDIS_URL: "rediss://default:secret@cache.internal:6378/2",
       VOD_REDIS_KEY_PREFIX: "vod-eu:",
+      VOD_HEAP_GROWING_PERCENT: "0",
     });
     expect(config).toMatchObject({
       port: 9000,
@@ -41,6 +43,7 @@ describe("loadConfig", () => {
       drmUrl: "http://localhost:9000",
       database: { url: "postgresql://u@db:5432/vod", poolSize: 25 },
       redis: { url: "rediss://default:secret@cache.internal:6378/2", keyPrefix: "vod-eu:" },
+      heapGrowingPercent: 0,
       rateLimits: { authPerIpPerMinute: 5 },
       trustProxy: true,
     });

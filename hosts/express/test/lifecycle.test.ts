@@ -145,9 +145,7 @@ describe("vod serve on the embedded default (PGlite under VOD_DATA_DIR)", () => 
     const spawned = spawnCli("serve", { VOD_HEAP_GROWING_PERCENT: "1.5", VOD_DATA_DIR: dataDir });
     const code = await new Promise((resolve) => spawned.child.once("exit", resolve));
     expect(code).toBe(78);
-    expect(spawned.output()).toContain(
-      'VOD_HEAP_GROWING_PERCENT must be an integer from 0 to 1000, got "1.5"',
-    );
+    expect(spawned.output()).toContain("VOD_HEAP_GROWING_PERCENT: must be an integer from 0 to 1000");
   });
 
   it("refuses to run `vod worker` without a database server, saying why", async () => {

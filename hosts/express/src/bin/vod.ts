@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 import { migrate } from "@vod/adapter-postgres";
 import { composeVod, openDatabase } from "../compose.js";
-import { ConfigError, loadConfig } from "../config.js";
-import { DEFAULT_HEAP_GROWING_PERCENT, tuneHeapForStreaming } from "../heap.js";
+import { ConfigError, type HostConfig, loadConfig } from "../config.js";
+import { tuneHeapForStreaming } from "../heap.js";
 import { createLogger, type Logger } from "../logger.js";
 import { startHost } from "../server.js";
 import { startWorker } from "../worker.js";
@@ -34,8 +34,14 @@ const migrateCommand = async () => {
   }
 };
 
+/** The process-wide tuning `serve` and `worker` run under (heap.ts): set before anything else. */
+const tuneProcess = (config: HostConfig) => {
+  if (config.heapGrowingPercent > 0) tuneHeapForStreaming(config.heapGrowingPercent);
+};
+
 const workerCommand = async () => {
   const config = loadConfig();
+  tuneProcess(config);
   if (config.storage === "memory" || !config.database.url)
     throw new ConfigError(
       "vod worker shares the queue through a database server: set VOD_DATABASE_URL " +
@@ -81,25 +87,15 @@ const onStop = (logger: Logger, stop: () => Promise<void>) => {
 };
 
 const serve = async () => {
-  const host = await startHost(loadConfig());
+  const config = loadConfig();
+  tuneProcess(config);
+  const host = await startHost(config);
   onStop(host.logger, () => host.close());
-};
-
-/** The heap tuning for streamed uploads (see heap.ts), from VOD_HEAP_GROWING_PERCENT. */
-const tuneHeap = () => {
-  const given = process.env.VOD_HEAP_GROWING_PERCENT;
-  const percent = given === undefined || given === "" ? DEFAULT_HEAP_GROWING_PERCENT : Number(given);
-  if (!Number.isInteger(percent) || percent < 0 || percent > 1000)
-    throw new ConfigError(
-      `invalid configuration:\n  VOD_HEAP_GROWING_PERCENT must be an integer from 0 to 1000, got ${JSON.stringify(given)}`,
-    );
-  if (percent > 0) tuneHeapForStreaming(percent);
 };
 
 export const main = async (argv: ReadonlyArray<string>) => {
   const [command] = argv;
   try {
-    if (command === "serve" || command === "worker") tuneHeap();
     switch (command) {
       case "serve":
         return await serve();
