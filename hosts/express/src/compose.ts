@@ -131,52 +131,9 @@ export const composeVod = async (
     },
   };
 
-  let storage: Storage;
-  let jobQueue: JobQueue | undefined;
-  let revocationStore: RevocationStore;
-  let telemetrySink: TelemetrySink;
-  let label: string;
-  let db: SqlDatabase | undefined;
-  let boss: PgBossQueue | undefined;
-  if (overrides.storage) {
-    storage = overrides.storage;
-    jobQueue = overrides.jobQueue;
-    revocationStore = overrides.revocationStore ?? memoryRevocationStore();
-    telemetrySink = overrides.telemetrySink ?? memoryTelemetrySink();
-    label = "provided";
-  } else if (config.storage === "memory") {
-    const memory = memoryStorage();
-    storage = memory;
-    jobQueue = memoryJobQueue(memory.state, {
-      maxAttempts: config.jobs.maxAttempts,
-      retryDelayMs: config.jobs.retryDelaySeconds * 1000,
-      leaseMs: config.jobs.leaseSeconds * 1000,
-      maxRunMs: queueMaxRunSeconds(config) * 1000,
-    });
-    revocationStore = memoryRevocationStore();
-    telemetrySink = memoryTelemetrySink();
-    label = "memory";
-  } else {
-    db = await openDatabase(config);
-    await migrate(db);
-    // Jobs live in the same database, so enqueues commit with the records that make them due.
-    boss = await pgBossQueue(db, {
-      maxAttempts: config.jobs.maxAttempts,
-      retryDelaySeconds: config.jobs.retryDelaySeconds,
-      leaseSeconds: config.jobs.leaseSeconds,
-      maxRunSeconds: queueMaxRunSeconds(config),
-      maintenanceSeconds: config.jobs.maintenanceSeconds,
-      ...(overrides.onQueueError ? { onError: overrides.onQueueError } : {}),
-    });
-    storage = postgresStorage(db, { enqueue: boss.enqueueWith, enqueued: boss.wake });
-    jobQueue = boss;
-    revocationStore = postgresRevocationStore(db);
-    telemetrySink = postgresTelemetrySink(db);
-    label = db.engine === "pglite" ? `pglite (${resolve(config.dataDir, "pglite")})` : "postgres";
-  }
-
   // Redis, when configured, is what every node shares: one count per rate limit for the whole
-  // cluster, and a revocation seen by every node at once (instead of the database's table).
+  // cluster, and a revocation seen by every node at once. Connected before anything else is
+  // opened, so that a Redis that cannot be reached stops the start with nothing to close.
   let redis: RedisAdapters | undefined;
   if (config.redis.url) {
     redis = redisAdapters({ url: config.redis.url, keyPrefix: config.redis.keyPrefix });
@@ -184,12 +141,62 @@ export const composeVod = async (
       await redis.ready();
     } catch (error) {
       await redis.close();
-      await boss?.close();
-      await db?.close();
       throw new Error(`cannot reach Redis at VOD_REDIS_URL: ${(error as Error).message}`, { cause: error });
     }
-    if (!overrides.revocationStore) revocationStore = redis.revocationStore;
   }
+
+  let storage: Storage;
+  let jobQueue: JobQueue | undefined;
+  let revocationStore: RevocationStore;
+  let telemetrySink: TelemetrySink;
+  let label: string;
+  let db: SqlDatabase | undefined;
+  let boss: PgBossQueue | undefined;
+  // What opens below leaves Redis to be closed if it fails.
+  try {
+    if (overrides.storage) {
+      storage = overrides.storage;
+      jobQueue = overrides.jobQueue;
+      revocationStore = overrides.revocationStore ?? memoryRevocationStore();
+      telemetrySink = overrides.telemetrySink ?? memoryTelemetrySink();
+      label = "provided";
+    } else if (config.storage === "memory") {
+      const memory = memoryStorage();
+      storage = memory;
+      jobQueue = memoryJobQueue(memory.state, {
+        maxAttempts: config.jobs.maxAttempts,
+        retryDelayMs: config.jobs.retryDelaySeconds * 1000,
+        leaseMs: config.jobs.leaseSeconds * 1000,
+        maxRunMs: queueMaxRunSeconds(config) * 1000,
+      });
+      revocationStore = memoryRevocationStore();
+      telemetrySink = memoryTelemetrySink();
+      label = "memory";
+    } else {
+      db = await openDatabase(config);
+      await migrate(db);
+      // Jobs live in the same database, so enqueues commit with the records that make them due.
+      boss = await pgBossQueue(db, {
+        maxAttempts: config.jobs.maxAttempts,
+        retryDelaySeconds: config.jobs.retryDelaySeconds,
+        leaseSeconds: config.jobs.leaseSeconds,
+        maxRunSeconds: queueMaxRunSeconds(config),
+        maintenanceSeconds: config.jobs.maintenanceSeconds,
+        ...(overrides.onQueueError ? { onError: overrides.onQueueError } : {}),
+      });
+      storage = postgresStorage(db, { enqueue: boss.enqueueWith, enqueued: boss.wake });
+      jobQueue = boss;
+      revocationStore = postgresRevocationStore(db);
+      telemetrySink = postgresTelemetrySink(db);
+      label = db.engine === "pglite" ? `pglite (${resolve(config.dataDir, "pglite")})` : "postgres";
+    }
+  } catch (error) {
+    await redis?.close();
+    throw error;
+  }
+
+  // Redis, connected first, replaces the database's revocation table (see above).
+  if (redis && !overrides.revocationStore) revocationStore = redis.revocationStore;
   const rateLimiter = redis?.rateLimiter ?? memoryRateLimiter();
 
   const objectStore =
