@@ -56,13 +56,37 @@ const overPg = (client: pg.Pool | pg.PoolClient): Queryable => ({
   },
 });
 
+/**
+ * The server went away under the query (57P01 admin shutdown and the other class 57 and 08
+ * codes, or the socket closed), as opposed to an error in the query itself.
+ */
+const isConnectionError = (error: unknown): boolean => {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === "string")
+    return /^(08|57P)/.test(code) || code === "ECONNREFUSED" || code === "ECONNRESET";
+  const message = error instanceof Error ? error.message : "";
+  return /Connection terminated|not queryable|ECONNREFUSED/.test(message);
+};
+
 export interface PostgresOptions {
   readonly connectionString: string;
   /** Connections in the pool (VOD_DATABASE_POOL_SIZE). */
   readonly poolSize?: number;
   /** Schema to work in (search_path); tests use one per run. */
   readonly schema?: string;
+  /**
+   * Shows in pg_stat_activity. An `application_name` in the connection string wins over it, so
+   * one deployment (or test) can tell its own connections apart.
+   */
   readonly applicationName?: string;
+  /** Told when the database drops connections (once per outage, at warn) and when it answers again. */
+  readonly log?: DependencyLog;
+}
+
+/** The least of a logger (pino's shape) the adapter reports the database's comings and goings to. */
+export interface DependencyLog {
+  warn(details: object, message: string): void;
+  info(details: object, message: string): void;
 }
 
 /** A pool on a Postgres server (Cloud SQL, RDS, your own). */
@@ -78,35 +102,90 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
     ...(options.schema ? { options: `-c search_path=${options.schema}` } : {}),
     types,
   });
-  // An idle client that loses its server must not crash the process; the next query reconnects.
-  pool.on("error", () => {});
+  // A connection the server drops (restart, failover, pg_terminate_backend) fails the requests on
+  // it with a StorageError, a 503; it is never a reason to exit. Said once per outage: the first
+  // drop after the database last answered warns, the next answer says it is back.
+  let healthy = true;
+  const lost = (error: Error) => {
+    if (!healthy) return;
+    healthy = false;
+    options.log?.warn({ err: error }, "database connection lost");
+  };
+  const answered = () => {
+    if (healthy) return;
+    healthy = true;
+    options.log?.info({}, "database back");
+  };
+  // An idle client that loses its server: the pool discards it, the next query reconnects.
+  pool.on("error", lost);
+  const queries = overPg(pool);
+
+  /**
+   * A client held outside pool.query (a transaction, a session lock). pg-pool listens for its
+   * errors only while it is idle: one that loses its server while held would emit an unhandled
+   * `error` and end the process. The error is kept and the client released with it, so the pool
+   * destroys it instead of handing a dead connection to the next caller.
+   */
+  const hold = async () => {
+    const client = await pool.connect();
+    let broken: Error | undefined;
+    const onError = (error: Error) => {
+      broken ??= error;
+      lost(error);
+    };
+    client.on("error", onError);
+    return {
+      conn: overPg(client),
+      query: (text: string) => client.query(text),
+      release: (error?: Error) => {
+        client.removeListener("error", onError);
+        client.release(error ?? broken);
+      },
+    };
+  };
+  const reporting = <A>(promise: Promise<A>): Promise<A> =>
+    promise.then(
+      (value) => {
+        answered();
+        return value;
+      },
+      (error: unknown) => {
+        if (isConnectionError(error)) lost(error as Error);
+        throw error;
+      },
+    );
+
   return {
     engine: "postgres",
     schema: options.schema,
-    ...overPg(pool),
-    transaction: async (fn) => {
-      const client = await pool.connect();
-      try {
-        await client.query("BEGIN");
-        const result = await fn(overPg(client));
-        await client.query("COMMIT");
-        client.release();
-        return result;
-      } catch (error) {
-        // A failed ROLLBACK means the connection is broken: destroy it rather than reuse it.
-        await client.query("ROLLBACK").then(
-          () => client.release(),
-          (rollbackError: Error) => client.release(rollbackError),
-        );
-        throw error;
-      }
-    },
+    query: (text, params) => reporting(queries.query(text, params)),
+    exec: (sql) => reporting(queries.exec(sql)),
+    transaction: (fn) =>
+      reporting(
+        (async () => {
+          const held = await hold();
+          try {
+            await held.query("BEGIN");
+            const result = await fn(held.conn);
+            await held.query("COMMIT");
+            held.release();
+            return result;
+          } catch (error) {
+            // A failed ROLLBACK means the connection is broken: destroy it rather than reuse it.
+            await held.query("ROLLBACK").then(
+              () => held.release(),
+              (rollbackError: Error) => held.release(rollbackError),
+            );
+            throw error;
+          }
+        })(),
+      ),
     withConnection: async (fn) => {
-      const client = await pool.connect();
+      const held = await hold();
       try {
-        return await fn(overPg(client));
+        return await fn(held.conn);
       } finally {
-        client.release();
+        held.release();
       }
     },
     close: () => pool.end(),
