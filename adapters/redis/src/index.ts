@@ -1,2 +1,8 @@
 export { type RedisBackdoor, redisBackdoor } from "./backdoor.js";
-export { type RedisAdapters, type RedisConfig, redisAdapters } from "./redis.js";
+export {
+  type DependencyLog,
+  type RedisAdapters,
+  type RedisConfig,
+  type RedisHealth,
+  redisAdapters,
+} from "./redis.js";

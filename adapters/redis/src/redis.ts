@@ -1,20 +1,47 @@
-import type { RateLimiter, RevocationStore } from "@vod/core";
+import type { RateLimiter, RevocationFeed } from "@vod/core";
 import { StorageError } from "@vod/core";
 import { Effect } from "effect";
 import { Redis } from "ioredis";
+
+/** The least of a logger (pino's shape) the adapter reports Redis's comings and goings to. */
+export interface DependencyLog {
+  warn(details: object, message: string): void;
+  info(details: object, message: string): void;
+}
 
 export interface RedisConfig {
   /** `redis://[user:password@]host:port[/db]` or `rediss://` for TLS (Memorystore with in-transit encryption). */
   readonly url: string;
   /** Put before every key, so that several deployments (or test runs) can share one Redis. Default "vod:". */
   readonly keyPrefix?: string;
+  /**
+   * Counts while Redis cannot be reached: this node's own memory, so the API keeps serving with
+   * limits per node until Redis is back. Without one, a hit then fails with StorageError.
+   */
+  readonly fallbackRateLimiter?: RateLimiter;
+  /** Told once per outage (warn) and when Redis is back (info). */
+  readonly log?: DependencyLog;
+  /** How long one command may take before it counts as failed (default 1,000 ms). */
+  readonly commandTimeoutMs?: number;
+}
+
+/** What the adapter has seen of Redis, for logs now and a metrics endpoint later. */
+export interface RedisHealth {
+  /** Redis answers: rate limits are shared. */
+  readonly connected: boolean;
+  /** Outages seen since start (a start without Redis counts as one). */
+  readonly outages: number;
+  /** Rate-limit hits counted by the node's fallback instead of Redis. */
+  readonly fallbackHits: number;
 }
 
 export interface RedisAdapters {
   readonly rateLimiter: RateLimiter;
-  readonly revocationStore: RevocationStore;
-  /** Waits for the connection (and says so when it cannot be made); the ports connect lazily otherwise. */
-  readonly ready: () => Promise<void>;
+  /** Revocations published to every node at once (pub/sub); the database stays their truth. */
+  readonly revocationFeed: RevocationFeed;
+  /** Resolves true once Redis answers, false when it has not within `timeoutMs`: the ports work either way. */
+  readonly ready: (timeoutMs?: number) => Promise<boolean>;
+  readonly health: () => RedisHealth;
   readonly close: () => Promise<void>;
 }
 
@@ -24,88 +51,151 @@ local count = redis.call('INCR', KEYS[1])
 if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 return count`;
 
-/**
- * A revocation's `until` only grows, and the key lives until then, plus a margin: `until` comes from
- * the nodes' clocks, the expiry from Redis's, and a revocation must not be forgotten early.
- */
-const REVOKE = `
-local current = tonumber(redis.call('GET', KEYS[1]))
-local untilMs = tonumber(ARGV[1])
-if current == nil or current < untilMs then
-  redis.call('SET', KEYS[1], ARGV[1], 'PXAT', untilMs + tonumber(ARGV[2]))
-end
-return 1`;
-
-/** How long past `until` a revocation is kept, for clock differences between nodes and Redis. */
-const CLOCK_MARGIN_MS = 5 * 60_000;
+const OUTAGE = "Redis unreachable, rate limits per node";
 
 /**
- * The ports every node of a cluster must share: rate limits counted once for all nodes, and
- * revoked playback sessions seen by every node at once. Each operation is one Lua script, atomic
- * in Redis, so concurrent hits and revocations from any number of nodes are counted exactly.
+ * Redis as an accelerator (DECISIONS "Redis is an accelerator, Postgres the truth"): one count
+ * per rate limit for all nodes (one Lua script per hit, atomic, so concurrent hits from any
+ * number of nodes are counted exactly), and revocations told to every node at once. Nothing here
+ * is the truth of anything: while Redis is away, rate limits count per node and revocations
+ * reach nodes through the database, and a Redis that comes back empty loses nothing that matters.
  */
 export const redisAdapters = (config: RedisConfig): RedisAdapters => {
   const prefix = config.keyPrefix ?? "vod:";
+  const channel = `${prefix}revoked`;
   const client = new Redis(config.url, {
-    lazyConnect: true,
-    // Fail a command fast while Redis is down (a 503 to the caller), rather than queue it unboundedly.
-    maxRetriesPerRequest: 2,
-    enableOfflineQueue: true,
+    // A command while Redis is away fails at once (the node then counts alone) instead of
+    // waiting in a queue; one to a Redis that hangs fails after the timeout.
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    commandTimeout: config.commandTimeoutMs ?? 1_000,
   });
-  // Connection errors surface on the commands that need the connection; without a listener
-  // ioredis would also print each one.
-  client.on("error", () => undefined);
+  let state: "connecting" | "up" | "down" = "connecting";
+  let outages = 0;
+  let fallbackHits = 0;
+  let probe: NodeJS.Timeout | undefined;
+  let closing = false;
+  const up = () => {
+    if (probe) clearInterval(probe);
+    probe = undefined;
+    if (state === "down") config.log?.info({}, "Redis back");
+    state = "up";
+  };
+  const down = (error: unknown) => {
+    if (state === "down" || closing) return;
+    state = "down";
+    outages += 1;
+    config.log?.warn({ err: error }, OUTAGE);
+    // A Redis that stopped answering without closing the connection sends no "ready" when it
+    // recovers: ask it now and then.
+    probe = setInterval(() => {
+      if (client.status === "ready") client.ping().then(up, () => undefined);
+    }, 1_000);
+    probe.unref();
+  };
+  client.on("ready", up);
+  client.on("error", down);
+  client.on("close", () => {
+    if (state === "up") down(new Error("connection to Redis closed"));
+  });
+  const ready = (timeoutMs = 2_000) =>
+    usable()
+      ? Promise.resolve(true)
+      : new Promise<boolean>((resolve) => {
+          const done = (answer: boolean) => {
+            clearTimeout(timer);
+            client.off("ready", onReady);
+            resolve(answer);
+          };
+          const onReady = () => done(true);
+          const timer = setTimeout(() => done(false), timeoutMs);
+          client.on("ready", onReady);
+        });
   client.defineCommand("vodHit", { numberOfKeys: 1, lua: HIT });
-  client.defineCommand("vodRevoke", { numberOfKeys: 1, lua: REVOKE });
-  const scripts = client as unknown as {
-    vodHit(key: string, ttlMs: number): Promise<number>;
-    vodRevoke(key: string, until: number, marginMs: number): Promise<number>;
-  };
-  const run = <A>(what: string, command: () => Promise<A>) =>
-    Effect.tryPromise({
-      try: command,
-      catch: (cause) => new StorageError({ message: `redis: ${what} failed`, cause }),
-    });
+  const scripts = client as unknown as { vodHit(key: string, ttlMs: number): Promise<number> };
+  const usable = () => state === "up" && client.status === "ready";
 
+  const sharedHit: RateLimiter["hit"] = (key, rule, now) => {
+    const start = Math.floor(now / rule.windowMs) * rule.windowMs;
+    const end = start + rule.windowMs;
+    // The window's key outlives the window by one more window, whatever the clocks say.
+    const ttlMs = end - now + rule.windowMs;
+    return Effect.map(
+      Effect.tryPromise({
+        try: () => scripts.vodHit(`${prefix}rate:${rule.windowMs}:${start}:${key}`, ttlMs),
+        catch: (cause) => new StorageError({ message: "redis: counting a hit failed", cause }),
+      }),
+      (count) =>
+        count <= rule.limit
+          ? { allowed: true as const, remaining: rule.limit - count }
+          : { allowed: false as const, retryAfterMs: end - now },
+    );
+  };
+  const fallback = config.fallbackRateLimiter;
+  const commandTimeoutMs = config.commandTimeoutMs ?? 1_000;
+  // The first connection is waited for (a command would fail before it is made); after that, a
+  // Redis that is away is not waited for.
+  const connected = Effect.suspend(() =>
+    state === "connecting" ? Effect.promise(() => ready(commandTimeoutMs)) : Effect.void,
+  );
   const rateLimiter: RateLimiter = {
-    hit: (key, rule, now) => {
-      const start = Math.floor(now / rule.windowMs) * rule.windowMs;
-      const end = start + rule.windowMs;
-      // The window's key outlives the window by one more window, whatever the clocks say.
-      const ttlMs = end - now + rule.windowMs;
-      return Effect.map(
-        run("counting a hit", () => scripts.vodHit(`${prefix}rate:${rule.windowMs}:${start}:${key}`, ttlMs)),
-        (count) =>
-          count <= rule.limit
-            ? { allowed: true as const, remaining: rule.limit - count }
-            : { allowed: false as const, retryAfterMs: end - now },
-      );
-    },
+    hit: (key, rule, now) =>
+      Effect.zipRight(
+        connected,
+        Effect.suspend(() => {
+          if (!fallback) return sharedHit(key, rule, now);
+          const alone = Effect.suspend(() => {
+            fallbackHits += 1;
+            return fallback.hit(key, rule, now);
+          });
+          if (!usable()) return alone;
+          return Effect.catchAll(sharedHit(key, rule, now), (error) => {
+            down(error.cause);
+            return alone;
+          });
+        }),
+      ),
   };
 
-  const revocationKey = (sessionId: string) => `${prefix}revoked:${sessionId}`;
-  const revocationStore: RevocationStore = {
-    revoke: (sessionId, until) =>
-      Effect.asVoid(
-        run("revoking a session", () => scripts.vodRevoke(revocationKey(sessionId), until, CLOCK_MARGIN_MS)),
-      ),
-    isRevoked: (sessionId, now) =>
-      Effect.map(
-        run("reading a revocation", () => client.get(revocationKey(sessionId))),
-        (until) => (until === null ? false : Number(until) > now),
-      ),
+  const listeners = new Set<(sessionId: string) => void>();
+  let subscriber: Redis | undefined;
+  const revocationFeed: RevocationFeed = {
+    publish: (sessionId) =>
+      Effect.promise(async () => {
+        if (!usable()) return;
+        // Lost with Redis: the other nodes learn from the database at their next look-up.
+        await client.publish(channel, sessionId).catch(down);
+      }),
+    watch: (listener) => {
+      listeners.add(listener);
+      if (subscriber) return;
+      // A connection of its own (a subscribed one takes no other command), subscribed again by
+      // ioredis after every reconnection.
+      subscriber = client.duplicate({ enableOfflineQueue: true, commandTimeout: undefined });
+      subscriber.on("error", () => undefined);
+      subscriber.on("message", (_channel: string, sessionId: string) => {
+        for (const each of listeners) each(sessionId);
+      });
+      subscriber.subscribe(channel).catch(() => undefined);
+    },
   };
 
   return {
     rateLimiter,
-    revocationStore,
-    ready: async () => {
-      if (client.status === "wait") await client.connect();
-      await client.ping();
-    },
+    revocationFeed,
+    ready,
+    health: () => ({ connected: usable(), outages, fallbackHits }),
     close: async () => {
-      if (client.status === "end") return;
-      await client.quit().catch(() => client.disconnect());
+      closing = true;
+      if (probe) clearInterval(probe);
+      const quit = (redis: Redis) =>
+        redis.status === "end"
+          ? Promise.resolve()
+          : redis.quit().then(
+              () => undefined,
+              () => redis.disconnect(),
+            );
+      await Promise.all([quit(client), ...(subscriber ? [quit(subscriber)] : [])]);
     },
   };
 };

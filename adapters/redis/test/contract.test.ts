@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { memoryRateLimiter, memoryRevocationStore } from "@vod/adapter-memory";
 import { type RedisBackdoor, redisAdapters, redisBackdoor } from "@vod/adapter-redis";
 import {
   describeRateLimiter,
@@ -7,6 +8,7 @@ import {
   testServices,
   uid,
 } from "@vod/contract-tests";
+import { layeredRevocations } from "@vod/core";
 import { Effect } from "effect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
@@ -36,12 +38,16 @@ describe.skipIf(redisUrl === null)(
 
     describeRateLimiter("redis", async () => ({ limiter: open().rateLimiter, cleanup: async () => {} }));
 
-    describeRevocationStore("redis", async () => ({
-      store: open().revocationStore,
-      // Another node: a second client of its own.
-      otherNode: open().revocationStore,
-      cleanup: async () => {},
-    }));
+    // The store as hosts compose it: the store of record, with Redis telling the other nodes.
+    describeRevocationStore("store of record + redis feed", async () => {
+      const truth = memoryRevocationStore();
+      return {
+        store: layeredRevocations(truth, open().revocationFeed),
+        // Another node: a second client of its own, the same store of record.
+        otherNode: layeredRevocations(truth, open().revocationFeed),
+        cleanup: async () => {},
+      };
+    });
 
     describe("what is stored", () => {
       it("a window's counter, expiring after the window", async () => {
@@ -58,17 +64,47 @@ describe.skipIf(redisUrl === null)(
         expect(ttl).toBeLessThanOrEqual(120_000);
       });
 
-      it("a revocation's until, kept a margin past it, never lowered", async () => {
-        const { revocationStore } = open();
+      it("tells every node of a revocation, and stores nothing: the database is the truth", async () => {
+        const [one, other] = [open(), open()];
+        const heard: string[] = [];
+        other.revocationFeed.watch((sessionId) => heard.push(sessionId));
+        expect(await other.ready()).toBe(true);
         const session = uid("pbs");
-        const until = Date.now() + 3_600_000;
-        await Effect.runPromise(revocationStore.revoke(session, until));
-        await Effect.runPromise(revocationStore.revoke(session, until - 1_000));
-        const stored = `revoked:${session}`;
-        expect(await backdoor.entries(stored)).toEqual({ [stored]: String(until) });
-        const expiresAt = await backdoor.expiresAt(stored);
-        expect(expiresAt).toBe(until + 5 * 60_000);
+        // The subscription is made in the background: publish until the other node hears.
+        for (let i = 0; i < 100 && !heard.includes(session); i++) {
+          await Effect.runPromise(one.revocationFeed.publish(session));
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        expect(heard).toContain(session);
+        expect(await backdoor.entries("revoked:*")).toEqual({});
       });
+
+      it("counts on the node's own fallback while Redis cannot be reached, and says so once", async () => {
+        const said: Array<[string, string]> = [];
+        const log = {
+          warn: (_: object, message: string) => said.push(["warn", message]),
+          info: (_: object, message: string) => said.push(["info", message]),
+        };
+        const unreachable = redisAdapters({
+          url: "redis://127.0.0.1:1",
+          keyPrefix: prefix,
+          fallbackRateLimiter: memoryRateLimiter(),
+          log,
+        });
+        opened.push(unreachable);
+        expect(await unreachable.ready(500)).toBe(false);
+        const rule = { limit: 2, windowMs: 60_000 };
+        const key = uid("k");
+        const now = Date.now();
+        const allowed: boolean[] = [];
+        for (let i = 0; i < 3; i++)
+          allowed.push((await Effect.runPromise(unreachable.rateLimiter.hit(key, rule, now))).allowed);
+        expect(allowed).toEqual([true, true, false]);
+        // A revocation's message is dropped, not an error: the database has the revocation.
+        await Effect.runPromise(unreachable.revocationFeed.publish(uid("pbs")));
+        expect(unreachable.health()).toEqual({ connected: false, outages: 1, fallbackHits: 3 });
+        expect(said).toEqual([["warn", "Redis unreachable, rate limits per node"]]);
+      }, 15_000);
 
       it("fails with StorageError, not a hang, when Redis cannot be reached", async () => {
         const unreachable = redisAdapters({ url: "redis://127.0.0.1:1", keyPrefix: prefix });

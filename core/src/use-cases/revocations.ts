@@ -1,12 +1,23 @@
 import { Effect } from "effect";
 import type { Clock } from "../ports/clock.js";
-import type { RevocationStore } from "../ports/revocation-store.js";
+import type { RevocationFeed, RevocationStore } from "../ports/revocation-store.js";
+
+/**
+ * The store of record with a feed in front: a revocation is written to the store first (it fails
+ * when that fails: nothing is acknowledged that is not stored), then published. Look-ups read the
+ * store only. A feed's "not revoked" means nothing: it restarts empty, fails over, loses messages.
+ */
+export const layeredRevocations = (truth: RevocationStore, feed: RevocationFeed): RevocationStore => ({
+  revoke: (sessionId, until) => Effect.zipRight(truth.revoke(sessionId, until), feed.publish(sessionId)),
+  isRevoked: (sessionId, now) => truth.isRevoked(sessionId, now),
+  watch: (listener) => feed.watch(listener),
+});
 
 /**
  * A local cache in front of the shared revocation store: an answer is reused for at most
  * `maxAgeMs`, so a revocation reaches this node within that time (DECISIONS: cache no older than
  * 60 s, revocation everywhere within 120 s), while hot paths ask the store about once a minute
- * per session instead of once per segment.
+ * per session instead of once per segment. A store that watches tells it of revocations sooner.
  */
 export const cachedRevocations = (
   store: RevocationStore,
@@ -15,6 +26,8 @@ export const cachedRevocations = (
 ): RevocationStore => {
   const answers = new Map<string, { revoked: boolean; at: number }>();
   let lastSweep = 0;
+  // Only a "revoked" heard of is kept; the store still answers once it is older than maxAgeMs.
+  store.watch?.((sessionId) => answers.set(sessionId, { revoked: true, at: clock.now() }));
   return {
     revoke: (sessionId, until) =>
       Effect.tap(store.revoke(sessionId, until), () =>
@@ -28,7 +41,10 @@ export const cachedRevocations = (
       const cached = answers.get(sessionId);
       if (cached && now - cached.at < maxAgeMs) return Effect.succeed(cached.revoked);
       return Effect.tap(store.isRevoked(sessionId, now), (revoked) =>
-        Effect.sync(() => answers.set(sessionId, { revoked, at: now })),
+        Effect.sync(() => {
+          // A revocation heard of while the store was asked stands: none is ever undone.
+          if (!answers.get(sessionId)?.revoked) answers.set(sessionId, { revoked, at: now });
+        }),
       );
     },
   };

@@ -26,11 +26,12 @@ import {
   postgresTelemetrySink,
   type SqlDatabase,
 } from "@vod/adapter-postgres";
-import { type RedisAdapters, redisAdapters } from "@vod/adapter-redis";
+import { type DependencyLog, type RedisAdapters, redisAdapters } from "@vod/adapter-redis";
 import {
   type Clock,
   coreModule,
   type JobQueue,
+  layeredRevocations,
   type MediaProcessor,
   type ObjectStore,
   type RevocationStore,
@@ -56,6 +57,8 @@ export interface ComposeOverrides {
   readonly clock?: Clock;
   /** Told of the job queue's background errors (maintenance, heartbeats, lost outcomes). */
   readonly onQueueError?: (error: unknown) => void;
+  /** Told when the database or Redis goes away (once per outage, at warn) and comes back (info). */
+  readonly logger?: DependencyLog;
 }
 
 export interface ComposedVod {
@@ -69,12 +72,13 @@ export interface ComposedVod {
 }
 
 /** The configured database: the server at VOD_DATABASE_URL, else PGlite in the data directory. */
-export const openDatabase = async (config: HostConfig): Promise<SqlDatabase> =>
+export const openDatabase = async (config: HostConfig, log?: DependencyLog): Promise<SqlDatabase> =>
   config.database.url
     ? connectPostgres({
         connectionString: config.database.url,
         poolSize: config.database.poolSize,
         schema: config.database.schema,
+        ...(log ? { log } : {}),
       })
     : openPgliteProcess(resolve(config.dataDir, "pglite"), {
         // Without its database the host can only fail every request: stop, to be started afresh.
@@ -131,18 +135,19 @@ export const composeVod = async (
     },
   };
 
-  // Redis, when configured, is what every node shares: one count per rate limit for the whole
-  // cluster, and a revocation seen by every node at once. Connected before anything else is
-  // opened, so that a Redis that cannot be reached stops the start with nothing to close.
+  // Redis, when configured, is an accelerator every node shares (DECISIONS "Redis is an
+  // accelerator, Postgres the truth"): one count per rate limit for the whole cluster, and
+  // revocations told to every node at once. A Redis that cannot be reached, now or later, is not
+  // a reason to refuse: the node counts alone (the adapter warns once) until Redis answers.
   let redis: RedisAdapters | undefined;
   if (config.redis.url) {
-    redis = redisAdapters({ url: config.redis.url, keyPrefix: config.redis.keyPrefix });
-    try {
-      await redis.ready();
-    } catch (error) {
-      await redis.close();
-      throw new Error(`cannot reach Redis at VOD_REDIS_URL: ${(error as Error).message}`, { cause: error });
-    }
+    redis = redisAdapters({
+      url: config.redis.url,
+      keyPrefix: config.redis.keyPrefix,
+      fallbackRateLimiter: memoryRateLimiter(),
+      ...(overrides.logger ? { log: overrides.logger } : {}),
+    });
+    await redis.ready();
   }
 
   let storage: Storage;
@@ -173,7 +178,7 @@ export const composeVod = async (
       telemetrySink = memoryTelemetrySink();
       label = "memory";
     } else {
-      db = await openDatabase(config);
+      db = await openDatabase(config, overrides.logger);
       await migrate(db);
       // Jobs live in the same database, so enqueues commit with the records that make them due.
       boss = await pgBossQueue(db, {
@@ -195,8 +200,9 @@ export const composeVod = async (
     throw error;
   }
 
-  // Redis, connected first, replaces the database's revocation table (see above).
-  if (redis && !overrides.revocationStore) revocationStore = redis.revocationStore;
+  // The database (or the given store) stays the truth of revocations; Redis only tells the other
+  // nodes at once. Its loss or emptiness means nodes learn at their cache's next look-up.
+  if (redis) revocationStore = layeredRevocations(revocationStore, redis.revocationFeed);
   const rateLimiter = redis?.rateLimiter ?? memoryRateLimiter();
 
   const objectStore =

@@ -49,6 +49,7 @@ export const startHost = async (
     composed = await composeVod(effective, {
       onQueueError: (err) => logger.warn({ err }, "job queue error"),
       ...options,
+      logger,
     });
   } catch (error) {
     server.close();

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { redisBackdoor } from "@vod/adapter-redis";
 import { suiteName, testServices } from "@vod/contract-tests";
 import { afterAll, describe, expect, it } from "vitest";
-import { call, freePort, type Spawned, spawnCli, startServe, stop } from "./support.js";
+import { call, freePort, type Spawned, signUp, startServe, stop } from "./support.js";
 
 const { redisUrl } = testServices();
 
@@ -67,20 +67,36 @@ describe.skipIf(redisUrl === null)(
       }
     }, 60_000);
 
-    it("refuses to start when Redis cannot be reached, saying so", async () => {
+    it("starts without Redis, says so once at warn, and serves: rate limits count per node", async () => {
       const dataDir = await mkdtemp(join(tmpdir(), "vod-redis-"));
       dirs.push(dataDir);
-      const cli = spawnCli("serve", {
-        PORT: String(await freePort()),
-        VOD_HOST: "127.0.0.1",
-        VOD_DATA_DIR: dataDir,
-        VOD_STORAGE: "memory",
-        VOD_REDIS_URL: "redis://127.0.0.1:1",
-      });
-      spawned.push(cli);
-      const code = await new Promise((resolve) => cli.child.once("exit", resolve));
-      expect(code).not.toBe(0);
-      expect(cli.output()).toContain("cannot reach Redis at VOD_REDIS_URL");
+      // DECISIONS "Redis is an accelerator": a Redis that cannot be reached is no reason to refuse.
+      const started = await startServe(
+        {
+          VOD_DATA_DIR: dataDir,
+          VOD_STORAGE: "memory",
+          VOD_LOG_LEVEL: "info",
+          VOD_REDIS_URL: `redis://127.0.0.1:${await freePort()}`,
+          VOD_RATE_LIMIT_LOGIN_PER_EMAIL: "2",
+        },
+        await freePort(),
+      );
+      spawned.push(started);
+      const auth = await signUp(started.url, "no-redis");
+      for (let i = 0; i < 3; i++)
+        expect((await call(started.url, "/v1/assets", { headers: auth })).status).toBe(200);
+      const email = `alone-${randomBytes(4).toString("hex")}@example.com`;
+      const login = () =>
+        call(started.url, "/v1/auth/login", { body: { email, password: "not the password" } });
+      expect((await login()).status).toBe(401);
+      expect((await login()).status).toBe(401);
+      expect((await login()).status).toBe(429);
+      const warned = started
+        .output()
+        .split("\n")
+        .filter((line) => line.includes("Redis unreachable, rate limits per node"));
+      expect(warned).toHaveLength(1);
+      expect(JSON.parse(warned[0] ?? "{}").level).toBe(40);
     }, 30_000);
   },
 );

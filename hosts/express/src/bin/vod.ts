@@ -50,7 +50,7 @@ const workerCommand = async () => {
   const logger = createLogger(config.logLevel);
   const composed = await composeVod(
     config,
-    { onQueueError: (err) => logger.warn({ err }, "job queue error") },
+    { onQueueError: (err) => logger.warn({ err }, "job queue error"), logger },
     { runsJobs: true },
   );
   if (!composed.jobQueue) throw new Error("no job queue was composed");
