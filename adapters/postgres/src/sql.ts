@@ -104,15 +104,18 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
   });
   // A connection the server drops (restart, failover, pg_terminate_backend) fails the requests on
   // it with a StorageError, a 503; it is never a reason to exit. Said once per outage: the first
-  // drop after the database last answered warns, the next answer says it is back.
+  // drop warns; the outage ends with an answer a second after the last drop (the pool's other
+  // connections are dropped in the same breath, and each one is not news).
   let healthy = true;
+  let lastLoss = 0;
   const lost = (error: Error) => {
+    lastLoss = Date.now();
     if (!healthy) return;
     healthy = false;
     options.log?.warn({ err: error }, "database connection lost");
   };
   const answered = () => {
-    if (healthy) return;
+    if (healthy || Date.now() - lastLoss < 1_000) return;
     healthy = true;
     options.log?.info({}, "database back");
   };

@@ -97,7 +97,9 @@ export const sendFailure = (
   context: Record<string, unknown> = {},
 ) => {
   const { reply, defect } = replyForCause(cause);
-  if (defect !== undefined || reply.status >= 500)
+  // A dependency that refuses (storage_error) is expected: its adapter says so once per outage,
+  // at warn, and the request line has the 503; an error line per request would drown the log.
+  if (defect !== undefined || (reply.status >= 500 && reply.body.code !== "storage_error"))
     req.log.error({ ...context, err: defect ?? cause.toString() }, "request failed");
   if (!req.readableEnded) res.setHeader("connection", "close");
   sendError(res, reply);

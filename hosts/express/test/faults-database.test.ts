@@ -175,8 +175,19 @@ describe.skipIf(databaseUrl === null)(
       const stored = new Set(users.rows.map((u) => u.email));
       expect(signedUp.filter((email) => !stored.has(email))).toEqual([]);
 
-      // A dropped connection is an expected refusal: no crash report, no unhandled error.
+      // A dropped connection is an expected refusal: no crash report, no error line per request,
+      // a warning once per outage (at most one per round of terminations).
       expect(host.output()).not.toMatch(/Unhandled|uncaught/i);
+      const lines = host
+        .output()
+        .split("\n")
+        .filter((line) => line.startsWith("{"))
+        .map((line) => JSON.parse(line) as { level: number; msg: string });
+      expect(lines.filter((l) => l.level >= 50)).toEqual([]);
+      const warned = lines.filter((l) => l.msg === "database connection lost");
+      expect(warned.length).toBeGreaterThanOrEqual(1);
+      expect(warned.length).toBeLessThanOrEqual(6);
+      expect(warned.every((l) => l.level === 40)).toBe(true);
       expect(alive()).toBe(true);
     }, 240_000);
   },
