@@ -122,8 +122,9 @@ export const pgBossQueue = async (
   const boss = new PgBoss({
     db: bossDb(db),
     schema,
-    // Installed above, under the lock: this instance only checks that it is.
-    migrate: false,
+    // Installed above, under the lock: this start finds it so and creates nothing. Not `false`,
+    // which would refuse a schema a newer pg-boss has migrated already (a rolling deploy).
+    migrate: true,
     supervise: true,
     schedule: false,
     maintenanceIntervalSeconds: options.maintenanceSeconds ?? 60,

@@ -139,6 +139,7 @@ describe.skipIf(databaseUrl === null)(
 );
 
 describe("PGlite", () => {
+  // Two PGlite starts on a data directory: about 20 s on a loaded 2-core machine.
   it("migrates once and keeps its data in its directory across a reopen", async () => {
     const { mkdtemp, rm } = await import("node:fs/promises");
     const { tmpdir } = await import("node:os");
@@ -158,7 +159,7 @@ describe("PGlite", () => {
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
-  });
+  }, 60_000);
 });
 
 describe("PGlite start-up", () => {
