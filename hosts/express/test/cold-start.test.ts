@@ -1,12 +1,15 @@
+import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { generateSigningKeys } from "@vod/adapter-jose";
-import { connectPostgres } from "@vod/adapter-postgres";
+import { connectPostgres, migrations } from "@vod/adapter-postgres";
 import { suiteName, temporarySchemas, testServices } from "@vod/contract-tests";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
+  cli,
   freePort,
   makeVideo,
   type Spawned,
@@ -69,6 +72,34 @@ describe.skipIf(databaseUrl === null)(
       await schemas.dropAll();
       if (root) await rm(root, { recursive: true, force: true });
     });
+
+    it("vod migrate, run twice at once as a deploy step, sets up the tables and the job queue", async () => {
+      const schema = schemas.fresh();
+      const env = {
+        ...process.env,
+        VOD_DATA_DIR: root,
+        VOD_DATABASE_URL: databaseUrl ?? "",
+        VOD_DATABASE_SCHEMA: schema,
+        VOD_JOB_MAX_ATTEMPTS: "5",
+      };
+      const run = () => promisify(execFile)(process.execPath, [cli, "migrate"], { env });
+      const outputs = (await Promise.all([run(), run()])).map((r) => r.stdout.trim()).sort();
+      const all = migrations.map((m) => m.version);
+      // One applied everything, the other waited for the lock and found it done.
+      expect(outputs).toEqual([
+        `vod migrate: applied ${all.join(", ")} (postgres)`,
+        "vod migrate: up to date",
+      ]);
+      const db = connectPostgres({ connectionString: databaseUrl ?? "", poolSize: 1 });
+      try {
+        const queues = await db.query(`SELECT name, retry_limit FROM ${schema}_jobs.queue`);
+        expect(queues.rows).toEqual([{ name: "process-asset", retry_limit: 4 }]);
+        const versions = await db.query(`SELECT version FROM ${schema}.vod_migrations ORDER BY version`);
+        expect(versions.rows).toEqual(all.map((version) => ({ version })));
+      } finally {
+        await db.close();
+      }
+    }, 60_000);
 
     for (let round = 1; round <= coldStarts; round++) {
       it(`cold start ${round} of ${coldStarts}: all four come up and stay up, and one upload is processed exactly once`, async () => {
