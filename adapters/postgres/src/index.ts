@@ -8,6 +8,7 @@ export { postgresBackdoor } from "./backdoor.js";
 export { type PgBossQueue, type PgBossQueueOptions, pgBossQueue } from "./jobs.js";
 export { type Migration, migrate, migrations } from "./migrations.js";
 export { openPgliteProcess, type PgliteProcessOptions } from "./pglite-process.js";
+export { prepareDatabase } from "./prepare.js";
 export { type Enqueue, repositoriesOver } from "./repositories.js";
 export {
   connectPostgres,

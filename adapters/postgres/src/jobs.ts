@@ -3,6 +3,7 @@ import { limitRun, StorageError } from "@vod/core";
 import { Cause, Effect, Exit, Fiber } from "effect";
 import PgBoss from "pg-boss";
 import type { Queryable, SqlDatabase } from "./sql.js";
+import { withStartupLock } from "./startup-lock.js";
 
 /** pg-boss runs its SQL through our connection (pool, PGlite or an open transaction). */
 const bossDb = (sql: Queryable) => ({
@@ -49,12 +50,57 @@ export interface PgBossQueue extends JobQueue {
 
 const jobNames: ReadonlyArray<JobName> = ["process-asset"];
 
+/** The options' defaults, where the installer and the queue both need them. */
+const defaults = { maxAttempts: 3, retryDelaySeconds: 10, leaseSeconds: 60 } as const;
+
+/** pg-boss's tables live beside ours, in a schema of their own. */
+const jobSchema = (db: SqlDatabase) => `${db.schema ?? "vod"}_jobs`;
+
+/**
+ * Creates or migrates pg-boss's schema and creates or updates our queues, on `conn`, which holds
+ * the start-up lock (startup-lock.ts). pg-boss's own guard does not hold when processes start
+ * together: it ignores only errors whose message says "already exists", and a racing
+ * `CREATE SCHEMA IF NOT EXISTS` fails with a duplicate key whose detail says so instead. Under the
+ * lock the later processes find the schema installed and only read it. A pg-boss of its own on
+ * `conn`, started for this alone: it runs no timers and is stopped before the lock is released.
+ */
+export const installJobQueue = async (
+  conn: Queryable,
+  db: SqlDatabase,
+  options: Pick<PgBossQueueOptions, "maxAttempts" | "retryDelaySeconds" | "leaseSeconds"> = {},
+): Promise<void> => {
+  const installer = new PgBoss({
+    db: bossDb(conn),
+    schema: jobSchema(db),
+    migrate: true,
+    supervise: false,
+    schedule: false,
+  });
+  await installer.start();
+  try {
+    for (const name of jobNames) {
+      const queue = {
+        name,
+        retryLimit: (options.maxAttempts ?? defaults.maxAttempts) - 1,
+        retryDelay: options.retryDelaySeconds ?? defaults.retryDelaySeconds,
+        retryBackoff: true,
+        expireInSeconds: options.leaseSeconds ?? defaults.leaseSeconds,
+      };
+      if (await installer.getQueue(name)) await installer.updateQueue(name, queue);
+      else await installer.createQueue(name, queue);
+    }
+  } finally {
+    await installer.stop({ graceful: false, close: false });
+  }
+};
+
 /** The pg-boss job row as fetched with its metadata: what a run needs to know to keep its lease. */
 type Fetched<N extends JobName> = PgBoss.JobWithMetadata<JobTypes[N]>;
 
 /**
  * The JobQueue on pg-boss, in the same database as the records, so a job is enqueued in the
- * transaction that makes it due. Any number of processes on the database share the queue.
+ * transaction that makes it due. Any number of processes on the database share the queue, and
+ * may start together: each installs the queue's schema under the start-up lock first.
  *
  * Workers are our own loop over pg-boss's fetch, complete and fail, not `boss.work`: pg-boss 10
  * has no heartbeat, and its expiry (`expire_in` from `started_on`) is also the longest a run may
@@ -67,14 +113,17 @@ export const pgBossQueue = async (
   db: SqlDatabase,
   options: PgBossQueueOptions = {},
 ): Promise<PgBossQueue> => {
-  const maxAttempts = options.maxAttempts ?? 3;
-  const leaseSeconds = options.leaseSeconds ?? 60;
+  const maxAttempts = options.maxAttempts ?? defaults.maxAttempts;
+  const leaseSeconds = options.leaseSeconds ?? defaults.leaseSeconds;
   const maxRunMs = (options.maxRunSeconds ?? 12 * 60 * 60) * 1000;
   const pollMs = Math.max(0.5, options.pollSeconds ?? 1) * 1000;
-  const schema = `${db.schema ?? "vod"}_jobs`;
+  const schema = jobSchema(db);
+  await withStartupLock(db, (conn) => installJobQueue(conn, db, options));
   const boss = new PgBoss({
     db: bossDb(db),
     schema,
+    // Installed above, under the lock: this start finds it so and creates nothing. Not `false`,
+    // which would refuse a schema a newer pg-boss has migrated already (a rolling deploy).
     migrate: true,
     supervise: true,
     schedule: false,
@@ -84,17 +133,6 @@ export const pgBossQueue = async (
   const onError = options.onError ?? (() => {});
   boss.on("error", onError);
   await boss.start();
-  for (const name of jobNames) {
-    const queue = {
-      name,
-      retryLimit: maxAttempts - 1,
-      retryDelay: options.retryDelaySeconds ?? 10,
-      retryBackoff: true,
-      expireInSeconds: leaseSeconds,
-    };
-    if (await boss.getQueue(name)) await boss.updateQueue(name, queue);
-    else await boss.createQueue(name, queue);
-  }
 
   // Moves the run's expiry to a lease from now. The run holds the job only while it is active
   // with the retry count it was fetched with: expired and fetched again, it has a higher one.

@@ -1,4 +1,5 @@
-import type { SqlDatabase } from "./sql.js";
+import type { Queryable, SqlDatabase } from "./sql.js";
+import { withStartupLock } from "./startup-lock.js";
 
 export interface Migration {
   readonly version: number;
@@ -185,45 +186,46 @@ CREATE INDEX telemetry_events_session_idx ON telemetry_events (tenant_id, sessio
   },
 ];
 
-/** Any constant works; this one spells "vod" and keeps clear of other applications' locks. */
-const MIGRATION_LOCK = 0x766f64;
+/**
+ * Applies the migrations not applied yet, each in its own transaction, on `conn`, which holds the
+ * start-up lock (startup-lock.ts).
+ */
+export const applyMigrations = async (
+  conn: Queryable,
+  schema: string | undefined,
+): Promise<ReadonlyArray<number>> => {
+  // The name was checked when the pool was made; search_path already points at it.
+  if (schema) await conn.exec(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+  await conn.exec(`CREATE TABLE IF NOT EXISTS vod_migrations (
+    version integer PRIMARY KEY,
+    name text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+  )`);
+  const { rows } = await conn.query<{ version: number }>("SELECT version FROM vod_migrations");
+  const applied = new Set(rows.map((r) => r.version));
+  const done: number[] = [];
+  for (const migration of migrations) {
+    if (applied.has(migration.version)) continue;
+    await conn.exec("BEGIN");
+    try {
+      await conn.exec(migration.sql);
+      await conn.query("INSERT INTO vod_migrations (version, name) VALUES ($1, $2)", [
+        migration.version,
+        migration.name,
+      ]);
+      await conn.exec("COMMIT");
+    } catch (error) {
+      await conn.exec("ROLLBACK");
+      throw new Error(`migration ${migration.version} (${migration.name}) failed`, { cause: error });
+    }
+    done.push(migration.version);
+  }
+  return done;
+};
 
 /**
- * Applies the migrations not applied yet, each in its own transaction. A session-level advisory
- * lock makes concurrent starts take turns: the second finds the work done.
+ * Applies the migrations not applied yet, under the start-up lock: processes starting together
+ * take turns, and the later ones find the work done. `prepareDatabase` also installs the queue.
  */
 export const migrate = (db: SqlDatabase): Promise<ReadonlyArray<number>> =>
-  db.withConnection(async (conn) => {
-    await conn.query("SELECT pg_advisory_lock($1)", [MIGRATION_LOCK]);
-    try {
-      // The name was checked when the pool was made; search_path already points at it.
-      if (db.schema) await conn.exec(`CREATE SCHEMA IF NOT EXISTS ${db.schema}`);
-      await conn.exec(`CREATE TABLE IF NOT EXISTS vod_migrations (
-        version integer PRIMARY KEY,
-        name text NOT NULL,
-        applied_at timestamptz NOT NULL DEFAULT now()
-      )`);
-      const { rows } = await conn.query<{ version: number }>("SELECT version FROM vod_migrations");
-      const applied = new Set(rows.map((r) => r.version));
-      const done: number[] = [];
-      for (const migration of migrations) {
-        if (applied.has(migration.version)) continue;
-        await conn.exec("BEGIN");
-        try {
-          await conn.exec(migration.sql);
-          await conn.query("INSERT INTO vod_migrations (version, name) VALUES ($1, $2)", [
-            migration.version,
-            migration.name,
-          ]);
-          await conn.exec("COMMIT");
-        } catch (error) {
-          await conn.exec("ROLLBACK");
-          throw new Error(`migration ${migration.version} (${migration.name}) failed`, { cause: error });
-        }
-        done.push(migration.version);
-      }
-      return done;
-    } finally {
-      await conn.query("SELECT pg_advisory_unlock($1)", [MIGRATION_LOCK]);
-    }
-  });
+  withStartupLock(db, (conn) => applyMigrations(conn, db.schema));

@@ -1,4 +1,13 @@
-import { connectPostgres, migrate, migrations, openPglite, type SqlDatabase } from "@vod/adapter-postgres";
+import {
+  connectPostgres,
+  migrate,
+  migrations,
+  openPglite,
+  openPgliteProcess,
+  pgBossQueue,
+  prepareDatabase,
+  type SqlDatabase,
+} from "@vod/adapter-postgres";
 import { suiteName, temporarySchemas, testServices } from "@vod/contract-tests";
 import { afterAll, describe, expect, it } from "vitest";
 
@@ -56,6 +65,48 @@ describe.skipIf(databaseUrl === null)(
       expect(await migrate(a)).toEqual([]);
     });
 
+    it("four starts at once on a new schema, each migrating and starting its queue, all succeed", async () => {
+      const schema = fresh();
+      // Pools of one connection too: the lock's connection does all the installing itself.
+      const dbs = [connect(schema, 1), connect(schema, 1), connect(schema), connect(schema)];
+      const started = await Promise.allSettled(
+        dbs.map(async (db) => {
+          const applied = await migrate(db);
+          const queue = await pgBossQueue(db, { maxAttempts: 4, retryDelaySeconds: 2, leaseSeconds: 30 });
+          await queue.close();
+          return applied.length;
+        }),
+      );
+      expect(started.filter((s) => s.status === "rejected")).toEqual([]);
+      expect(started.map((s) => (s.status === "fulfilled" ? s.value : -1)).sort()).toEqual([
+        0,
+        0,
+        0,
+        migrations.length,
+      ]);
+      const { rows } = await dbs[0]!.query(
+        `SELECT name, retry_limit, retry_delay, expire_seconds FROM ${schema}_jobs.queue`,
+      );
+      expect(rows).toEqual([{ name: "process-asset", retry_limit: 3, retry_delay: 2, expire_seconds: 30 }]);
+    });
+
+    it("prepareDatabase (vod migrate) leaves the queue installed, racing host starts or not", async () => {
+      const schema = fresh();
+      const [job, host] = [connect(schema), connect(schema)];
+      const [prepared, queue] = await Promise.all([
+        prepareDatabase(job, { maxAttempts: 2 }),
+        migrate(host).then(() => pgBossQueue(host, { maxAttempts: 2 })),
+      ]);
+      await queue.close();
+      expect([0, migrations.length]).toContain(prepared.length);
+      const version = await job.query<{ version: number }>(`SELECT version FROM ${schema}_jobs.version`);
+      expect(version.rows).toHaveLength(1);
+      const queues = await job.query(`SELECT name, retry_limit FROM ${schema}_jobs.queue`);
+      expect(queues.rows).toEqual([{ name: "process-asset", retry_limit: 1 }]);
+      // Prepared again, nothing is left to do.
+      expect(await prepareDatabase(job, { maxAttempts: 2 })).toEqual([]);
+    });
+
     it("serves keyset pages of assets from an index, with and without the status filter", async () => {
       const schema = fresh();
       const db = connect(schema, 1);
@@ -88,6 +139,7 @@ describe.skipIf(databaseUrl === null)(
 );
 
 describe("PGlite", () => {
+  // Two PGlite starts on a data directory: about 20 s on a loaded 2-core machine.
   it("migrates once and keeps its data in its directory across a reopen", async () => {
     const { mkdtemp, rm } = await import("node:fs/promises");
     const { tmpdir } = await import("node:os");
@@ -107,5 +159,43 @@ describe("PGlite", () => {
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
-  });
+  }, 60_000);
+});
+
+describe("PGlite start-up", () => {
+  it("takes turns between starts in one process and installs the queue without waiting on itself", async () => {
+    const db = await openPglite();
+    try {
+      // PGlite's one session never waits on its own advisory lock: the turns order these two.
+      const applied = await Promise.all([prepareDatabase(db), prepareDatabase(db)]);
+      expect(applied.map((a) => a.length).sort()).toEqual([0, migrations.length]);
+      const queue = await pgBossQueue(db, { maxAttempts: 5 });
+      await queue.close();
+      const { rows } = await db.query("SELECT name, retry_limit FROM vod_jobs.queue");
+      expect(rows).toEqual([{ name: "process-asset", retry_limit: 4 }]);
+    } finally {
+      await db.close();
+    }
+  }, 60_000);
+
+  it("prepares the embedded database in its own process, then starts the queue on it", async () => {
+    const { mkdtemp, rm } = await import("node:fs/promises");
+    const { tmpdir } = await import("node:os");
+    const { join } = await import("node:path");
+    const dir = await mkdtemp(join(tmpdir(), "vod-pglite-start-"));
+    try {
+      const db = await openPgliteProcess(dir);
+      try {
+        expect(await prepareDatabase(db)).toEqual(migrations.map((m) => m.version));
+        const queue = await pgBossQueue(db);
+        await queue.close();
+        const { rows } = await db.query("SELECT name FROM vod_jobs.queue");
+        expect(rows).toEqual([{ name: "process-asset" }]);
+      } finally {
+        await db.close();
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });

@@ -94,6 +94,13 @@ export const openDatabase = async (config: HostConfig, log?: DependencyLog): Pro
  */
 const queueMaxRunSeconds = (config: HostConfig) => config.jobs.maxRunSeconds + 300;
 
+/** How the queues are defined in the database: `vod migrate` creates them the way hosts would. */
+export const queueDefinition = (config: HostConfig) => ({
+  maxAttempts: config.jobs.maxAttempts,
+  retryDelaySeconds: config.jobs.retryDelaySeconds,
+  leaseSeconds: config.jobs.leaseSeconds,
+});
+
 const secretBytes = (given: string | undefined, dataDir: string, file: string) =>
   given ? Promise.resolve(new TextEncoder().encode(given)) : loadOrCreateSecret(dataDir, file);
 
@@ -179,12 +186,11 @@ export const composeVod = async (
       label = "memory";
     } else {
       db = await openDatabase(config, overrides.logger);
+      // Each takes the start-up lock for its part, so processes starting together take turns.
       await migrate(db);
       // Jobs live in the same database, so enqueues commit with the records that make them due.
       boss = await pgBossQueue(db, {
-        maxAttempts: config.jobs.maxAttempts,
-        retryDelaySeconds: config.jobs.retryDelaySeconds,
-        leaseSeconds: config.jobs.leaseSeconds,
+        ...queueDefinition(config),
         maxRunSeconds: queueMaxRunSeconds(config),
         maintenanceSeconds: config.jobs.maintenanceSeconds,
         ...(overrides.onQueueError ? { onError: overrides.onQueueError } : {}),

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-import { migrate } from "@vod/adapter-postgres";
-import { composeVod, openDatabase } from "../compose.js";
+import { prepareDatabase } from "@vod/adapter-postgres";
+import { composeVod, openDatabase, queueDefinition } from "../compose.js";
 import { ConfigError, type HostConfig, loadConfig } from "../config.js";
 import { tuneHeapForStreaming } from "../heap.js";
 import { createLogger, type Logger } from "../logger.js";
@@ -12,7 +12,8 @@ const usage = `usage: vod <command>
 commands:
   serve     serve the API on PORT (default 8080) until SIGTERM or SIGINT
   worker    run processing jobs (and nothing else) until SIGTERM; needs VOD_DATABASE_URL
-  migrate   apply database migrations (also applied by serve at start; safe to run concurrently)
+  migrate   apply database migrations and install the job queue (also done by serve and worker
+            at start; safe to run concurrently)
 `;
 
 const migrateCommand = async () => {
@@ -23,7 +24,8 @@ const migrateCommand = async () => {
   }
   const db = await openDatabase(config);
   try {
-    const applied = await migrate(db);
+    // The job queue's schema and queues too: hosts started after this find nothing to create.
+    const applied = await prepareDatabase(db, queueDefinition(config));
     console.log(
       applied.length === 0
         ? "vod migrate: up to date"
