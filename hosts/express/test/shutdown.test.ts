@@ -10,7 +10,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { suiteName, temporarySchemas, testServices } from "@vod/contract-tests";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { call, freePort, makeVideo, signUp, spawnCli, stop, uploadAsset } from "./support.js";
+import { call, cli, freePort, makeVideo, signUp, spawnCli, stop, uploadAsset } from "./support.js";
 
 /*
  * `npm start` as a user runs it, stopped by SIGTERM sent to npm, to the node process or to the
@@ -255,6 +255,50 @@ const describeShutdown = (
   });
 
 describeShutdown("npm start on the embedded default: SIGTERM drains and leaves nothing", () => ({}));
+
+describe("vod serve whose parent dies without a word", () => {
+  it("stops by itself, as on SIGTERM, rather than serve on orphaned", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "vod-orphan-"));
+    let tree: number[] = [];
+    try {
+      const port = await freePort();
+      const logFile = join(dir, "serve.log");
+      // dash keeps itself between (a redirection, no exec), as it does under `npm start` without exec.
+      const shell = spawn("sh", ["-c", `"${process.execPath}" "${cli}" serve > "${logFile}" 2>&1`], {
+        env: {
+          ...process.env,
+          PORT: String(port),
+          VOD_HOST: "127.0.0.1",
+          VOD_DATA_DIR: dir,
+          // Quick to start; the embedded database's process follows its host (lifecycle.test.ts).
+          VOD_STORAGE: "memory",
+          VOD_LOG_LEVEL: "info",
+        },
+        stdio: "ignore",
+      });
+      await waitUntil(
+        () =>
+          fetch(`http://127.0.0.1:${port}/healthz`).then(
+            (r) => r.status === 200,
+            () => false,
+          ),
+        "vod serve to serve",
+        60_000,
+      );
+      tree = treeOf(shell.pid ?? 0);
+      expect(tree.length).toBe(2); // sh and node
+      process.kill(shell.pid ?? 0, "SIGKILL");
+      await waitUntil(() => !tree.some(running), "the orphaned host to stop", 30_000).catch(() => undefined);
+      expect(tree.filter(running)).toEqual([]);
+      const log = logLines(await readFile(logFile, "utf8"));
+      expect(log.find((line) => line.msg === "draining")?.signal).toBe("parent exited");
+      expect(log.some((line) => line.msg === "stopped")).toBe(true);
+    } finally {
+      for (const pid of tree.filter(running)) process.kill(pid, "SIGKILL");
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 90_000);
+});
 
 const { databaseUrl } = testServices();
 const schemas = temporarySchemas(databaseUrl ?? "", "vod_shutdown");
