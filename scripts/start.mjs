@@ -1,5 +1,11 @@
 // `npm start` straight after `npm ci`: build what is stale, then run the CLI in this very process,
 // so SIGTERM reaches the server itself and nothing is left behind in the background.
+//
+// npm runs a script through `sh -c` and forwards SIGTERM and SIGINT to that shell only. dash (sh
+// on Debian and Ubuntu) does not exec a lone command: it would stay between npm and node, die of
+// the signal and leave node serving, orphaned. So the scripts say `exec node ...` (package.json):
+// this process is npm's child, gets the signal, drains, and npm exits with its code. The CLI also
+// stops when its parent goes away without a signal (hosts/express/src/bin/vod.ts).
 import { spawnSync } from "node:child_process";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";

@@ -176,6 +176,50 @@ export const describeJobQueue = (name: string, makeSubject: () => Promise<JobQue
       expect(interrupted).toBe(1);
     }, 60_000);
 
+    it("releases a job still running when a drain's grace ends: due at once, on the attempt it had", async () => {
+      const asset = uid("ast");
+      const { seen, record } = recorder(new Set([asset]));
+      const other = await subject.otherProcess();
+      try {
+        // The stopping process takes the first attempt, which outlasts its grace.
+        const stopping = await Effect.runPromise(
+          other.queue.work("process-asset", { concurrency: 1 }, (job) =>
+            Effect.suspend(() => {
+              record(job);
+              return Effect.never;
+            }),
+          ),
+        );
+        await subject.enqueue(asset);
+        await until(() => seen.length >= 1, 20_000, "the first attempt");
+        const released = await Effect.runPromise(stopping.drain(100));
+        expect(released.map((job) => [job.data.asset_id, job.attempt])).toEqual([[asset, 1]]);
+        // A lease that ran out would hand it out as attempt 2; a release keeps attempt 1.
+        await work((job) => Effect.sync(() => record(job)));
+        await until(() => seen.length >= 2, 20_000, "another worker to take it up");
+        expect(seen.map((s) => s.attempt)).toEqual([1, 1]);
+      } finally {
+        await other.die();
+      }
+    });
+
+    it("drains a worker whose runs end within the grace without releasing any", async () => {
+      const asset = uid("ast");
+      const { seen, record } = recorder(new Set([asset]));
+      let finished = 0;
+      const worker = await work((job) =>
+        Effect.promise(async () => {
+          record(job);
+          await pause(200);
+          finished++;
+        }),
+      );
+      await subject.enqueue(asset);
+      await until(() => seen.length >= 1, 20_000, "the job to start");
+      expect(await Effect.runPromise(worker.drain(10_000))).toEqual([]);
+      expect(finished).toBe(1);
+    });
+
     it("lets running jobs finish when a worker stops, and takes no more", async () => {
       const first = uid("ast");
       const second = uid("ast");

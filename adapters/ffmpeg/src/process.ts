@@ -57,6 +57,10 @@ export const runTool = (
         ...(options.env === undefined ? {} : { env: { ...process.env, ...options.env } }),
         stdio: ["ignore", options.captureStdout ? "pipe" : "ignore", "pipe"],
         windowsHide: true,
+        // A process group of its own: SIGTERM or SIGINT to the host's group (a supervisor, Ctrl-C)
+        // would kill the tool mid-run, failing the attempt the host is draining. The host ends
+        // its tools itself (interruption below) when its grace runs out.
+        detached: true,
       });
     } catch (cause) {
       resume(Effect.fail(rejected("processing_error", `Could not start ${name} (${command})`, cause)));

@@ -1,5 +1,5 @@
 import { type Job, type JobFailed, type JobName, type JobQueue, limitRun, type Worker } from "@vod/core";
-import { Deferred, Effect, Exit } from "effect";
+import { Deferred, Effect, Exit, Fiber } from "effect";
 import type { MemoryJob, MemoryState } from "./state.js";
 
 export interface MemoryJobQueueOptions {
@@ -73,12 +73,17 @@ export const memoryJobQueue = (state: MemoryState, options: MemoryJobQueueOption
     if (job) state.jobs.set(job.id, { ...job, leaseUntil: Date.now() + leaseMs });
   };
 
-  const settle = (run: MemoryJob, exit: Exit.Exit<void, JobFailed>) => {
+  const settle = (run: MemoryJob, exit: Exit.Exit<void, JobFailed>, released: boolean) => {
     const job = held(run);
     if (!job) return;
     const now = Date.now();
     if (Exit.isSuccess(exit)) {
       state.jobs.set(job.id, { ...job, state: "completed", lastError: null });
+      return;
+    }
+    // Cut short by `drain`: due again now, on the attempt it had.
+    if (released) {
+      state.jobs.set(job.id, { ...job, state: "queued", attempts: job.attempts - 1, runAfter: now });
       return;
     }
     const message = exit.cause.toString();
@@ -103,24 +108,37 @@ export const memoryJobQueue = (state: MemoryState, options: MemoryJobQueueOption
     work: (name, { concurrency }, handler) =>
       Effect.sync((): Worker => {
         let stopping = halted;
-        const running = new Set<MemoryJob>();
+        /** The runs in flight, and how to interrupt one so that its job is released. */
+        const running = new Map<
+          MemoryJob,
+          { readonly view: Job; readonly release: () => Promise<boolean> }
+        >();
         const idle = Effect.runSync(Deferred.make<void>());
         const tick = () => {
           if (halted) return;
-          for (const job of running) renew(job);
+          for (const job of running.keys()) renew(job);
           while (!stopping && running.size < concurrency) {
             const job = claim(name, Date.now());
             if (!job) break;
-            running.add(job);
             const view = { id: job.id, name, data: job.data, attempt: job.attempts, maxAttempts } as Job<
               typeof name
             >;
-            const run = limitRun(
-              Effect.suspend(() => handler(view)),
-              maxRunMs,
+            const fiber = Effect.runFork(
+              limitRun(
+                Effect.suspend(() => handler(view)),
+                maxRunMs,
+              ),
             );
-            void Effect.runPromiseExit(run).then((exit) => {
-              if (!halted) settle(job, exit);
+            let releasing = false;
+            running.set(job, {
+              view,
+              release: async () => {
+                releasing = true;
+                return !Exit.isSuccess(await Effect.runPromise(Fiber.interrupt(fiber)));
+              },
+            });
+            void Effect.runPromise(Fiber.await(fiber)).then((exit) => {
+              if (!halted) settle(job, exit, releasing);
               running.delete(job);
               if (stopping && running.size === 0) Effect.runSync(Deferred.succeed(idle, undefined));
               else tick();
@@ -135,12 +153,22 @@ export const memoryJobQueue = (state: MemoryState, options: MemoryJobQueueOption
         };
         halts.add(halt);
         tick();
+        const stop = Effect.suspend(() => {
+          halt();
+          halts.delete(halt);
+          return running.size === 0 || halted ? Effect.void : Deferred.await(idle);
+        });
         return {
-          stop: Effect.suspend(() => {
-            halt();
-            halts.delete(halt);
-            return running.size === 0 || halted ? Effect.void : Deferred.await(idle);
-          }),
+          stop,
+          drain: (graceMs) =>
+            Effect.gen(function* () {
+              const finished = yield* Effect.timeout(stop, graceMs).pipe(Effect.option);
+              if (finished._tag === "Some") return [];
+              const runs = [...running.values()];
+              const cut = yield* Effect.promise(() => Promise.all(runs.map((run) => run.release())));
+              yield* stop;
+              return runs.filter((_, i) => cut[i]).map((run) => run.view);
+            }),
         };
       }),
   };

@@ -144,6 +144,17 @@ export const pgBossQueue = async (
     const result = await db.query(renewSql, [name, job.id, job.retryCount, leaseSeconds]);
     return result.rows.length > 0;
   };
+  // Hands a run back, due now, as if never fetched. pg-boss counts an attempt when it fetches a
+  // job that has `started_on` set (fetchNextJob in its plans.js), so clearing it is what keeps the
+  // attempt; a fresh lease replaces the one the heartbeats stretched. pg-boss 10 has no call for
+  // this: `fail` would cost an attempt and wait out the retry backoff.
+  const releaseSql = `UPDATE ${schema}.job
+    SET state = (CASE WHEN retry_count > 0 THEN 'retry' ELSE 'created' END)::${schema}.job_state,
+      started_on = NULL, start_after = now(), expire_in = make_interval(secs => $4)
+    WHERE name = $1 AND id = $2 AND state = 'active' AND retry_count = $3`;
+  const release = async <N extends JobName>(name: N, job: Fetched<N>) => {
+    await db.query(releaseSql, [name, job.id, job.retryCount, leaseSeconds]);
+  };
 
   let halted = false;
   /** Per job name, the wake-up calls of this process's sleeping worker loops. */
@@ -157,6 +168,8 @@ export const pgBossQueue = async (
     handler: (job: Job<N>) => Effect.Effect<void, JobFailed>,
   ): Worker => {
     let stopping = false;
+    /** The runs in flight, and how to interrupt one so that its job is released. */
+    const inFlight = new Map<string, { readonly view: Job<N>; readonly release: () => Promise<boolean> }>();
     const wakeUps = sleepers.get(name) ?? new Set<() => void>();
     sleepers.set(name, wakeUps);
     const nap = () =>
@@ -179,6 +192,15 @@ export const pgBossQueue = async (
         ),
       );
       let lost = false;
+      let releasing = false;
+      inFlight.set(job.id, {
+        view,
+        // Whether the run was cut short (it may have just finished).
+        release: async () => {
+          releasing = true;
+          return !Exit.isSuccess(await Effect.runPromise(Fiber.interrupt(fiber)));
+        },
+      });
       const heartbeat = setInterval(
         () => {
           if (halted) return;
@@ -194,9 +216,12 @@ export const pgBossQueue = async (
       );
       const exit = await Effect.runPromise(Fiber.await(fiber));
       clearInterval(heartbeat);
+      inFlight.delete(job.id);
       if (halted || lost) return;
       try {
         if (Exit.isSuccess(exit)) await boss.complete(name, job.id);
+        // Cut short by `drain`: whatever the run made of its interruption is not the job's failure.
+        else if (releasing) await release(name, job);
         // pg-boss retries it (with backoff) or, on the last attempt, fails it.
         else await boss.fail(name, job.id, { message: Cause.pretty(exit.cause) });
       } catch (error) {
@@ -233,12 +258,31 @@ export const pgBossQueue = async (
       for (const wake of [...wakeUps]) wake();
     };
     stops.add(stop);
+    const finished = async () => {
+      stop();
+      stops.delete(stop);
+      await Promise.all(running);
+    };
     return {
-      stop: Effect.promise(async () => {
-        stop();
-        stops.delete(stop);
-        await Promise.all(running);
-      }),
+      stop: Effect.promise(finished),
+      drain: (graceMs) =>
+        Effect.promise(async () => {
+          const done = finished();
+          let timer: NodeJS.Timeout | undefined;
+          const late = await Promise.race([
+            done.then(() => false),
+            new Promise<boolean>((resolve) => {
+              timer = setTimeout(() => resolve(true), graceMs);
+            }),
+          ]);
+          clearTimeout(timer);
+          if (!late) return [];
+          const runs = [...inFlight.values()];
+          const cut = await Promise.all(runs.map((run) => run.release()));
+          // The loops end once each cut run's job is handed back.
+          await done;
+          return runs.filter((_, i) => cut[i]).map((run) => run.view);
+        }),
     };
   };
 

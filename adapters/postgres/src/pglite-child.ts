@@ -1,6 +1,6 @@
 // The embedded database's own process: PGlite on one data directory, driven by the host over IPC
-// (see pglite-process.ts for the protocol). It exits when the host goes away, so that no orphan
-// keeps the data directory open.
+// (see pglite-process.ts for the protocol). It ends only when the host closes it or goes away, so
+// that no orphan keeps the data directory open.
 import { createPglite, overPglite, type PgliteOptions, type Queryable } from "./sql.js";
 
 export type Request =
@@ -105,6 +105,10 @@ const main = async () => {
       (error: unknown) => send({ id: request.id, ok: false, error: describe(error) }),
     );
   });
+  // SIGTERM or SIGINT to the whole process group (a supervisor, Ctrl-C in a terminal) reaches
+  // this process too. The host drains on it and needs its database until done, then closes it
+  // last: the signal is the host's to act on, not ours.
+  for (const signal of ["SIGTERM", "SIGINT"] as const) process.on(signal, () => undefined);
   // The host is gone (exited, killed): close the database and go too.
   process.on("disconnect", () => {
     void db.close().finally(() => process.exit(0));

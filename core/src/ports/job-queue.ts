@@ -51,6 +51,12 @@ export interface WorkOptions {
 export interface Worker {
   /** Stops taking jobs and waits for the running ones to finish. */
   readonly stop: Effect.Effect<void>;
+  /**
+   * Stops taking jobs and waits up to `graceMs` for the running ones. Those still running then are
+   * interrupted and released: due again at once, for any worker, on the attempt they had (a
+   * shutdown is not the job's fault). Answers the released jobs.
+   */
+  drain(graceMs: number): Effect.Effect<ReadonlyArray<Job>>;
 }
 
 /**

@@ -80,6 +80,10 @@ const Env = Schema.Struct({
   VOD_JOB_LEASE_SECONDS: Schema.optionalWith(PositiveInt, { default: () => 60 }),
   VOD_JOB_MAX_RUN_SECONDS: Schema.optionalWith(PositiveInt, { default: () => 12 * 3600 }),
   VOD_JOB_MAINTENANCE_SECONDS: Schema.optionalWith(PositiveInt, { default: () => 60 }),
+  VOD_SHUTDOWN_GRACE_SECONDS: Schema.optionalWith(
+    Schema.NumberFromString.pipe(Schema.int(), Schema.between(0, 3600)),
+    { default: () => 8 },
+  ),
   VOD_MAX_SOURCE_DURATION_SECONDS: Schema.optionalWith(PositiveInt, { default: () => 6 * 3600 }),
   VOD_FFMPEG_PATH: opt(Schema.String.pipe(Schema.minLength(1))),
   VOD_FFPROBE_PATH: opt(Schema.String.pipe(Schema.minLength(1))),
@@ -180,6 +184,11 @@ export interface HostConfig {
    * (`tuneHeapForStreaming`); 0 leaves V8's own. `startHost` alone never sets it.
    */
   readonly heapGrowingPercent: number;
+  /**
+   * On SIGTERM, how long in-flight requests and running jobs get to finish; jobs still running
+   * then are released to another worker, requests cut off.
+   */
+  readonly shutdownGraceSeconds: number;
   /** The public URLs that were not set and so follow PORT (and the port actually bound, for 0). */
   readonly defaultedUrls: ReadonlyArray<"baseUrl" | "mediaUrl" | "drmUrl">;
   readonly logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
@@ -250,6 +259,7 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     cursorSecret: e.VOD_CURSOR_SECRET,
     trustProxy: e.VOD_TRUST_PROXY,
     heapGrowingPercent: e.VOD_HEAP_GROWING_PERCENT,
+    shutdownGraceSeconds: e.VOD_SHUTDOWN_GRACE_SECONDS,
     defaultedUrls: [
       ...(e.VOD_BASE_URL ? [] : (["baseUrl"] as const)),
       ...(e.VOD_MEDIA_URL ? [] : (["mediaUrl"] as const)),

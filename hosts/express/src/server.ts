@@ -1,4 +1,4 @@
-import { createServer, type RequestListener, type Server } from "node:http";
+import { createServer, type RequestListener, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Vod } from "@vod/core";
 import { createApiApp } from "./api-app.js";
@@ -14,7 +14,11 @@ export interface RunningHost {
   readonly server: Server;
   readonly url: string;
   readonly logger: Logger;
-  /** Stops accepting, lets in-flight requests finish (up to `graceMs`), then closes. */
+  /**
+   * Stops accepting; lets in-flight requests and running jobs finish, up to `graceMs` (default
+   * VOD_SHUTDOWN_GRACE_SECONDS), after which requests are cut off and jobs released to another
+   * worker; then closes the queue, the database and Redis.
+   */
   close(graceMs?: number): Promise<void>;
 }
 
@@ -30,7 +34,15 @@ export const startHost = async (
     res.writeHead(503, { "content-type": "application/json", "retry-after": "1" });
     res.end(JSON.stringify({ error: "storage_error", code: "storage_error", message: "starting" }));
   };
-  const server = createServer((req, res) => handle(req, res));
+  // The responses not yet sent in full: at close, each ends its connection once sent.
+  const answering = new Set<ServerResponse>();
+  let draining = false;
+  const server = createServer((req, res) => {
+    if (draining) res.shouldKeepAlive = false;
+    answering.add(res);
+    res.once("close", () => answering.delete(res));
+    handle(req, res);
+  });
   // Behind a load balancer, idle keep-alive sockets must outlive the balancer's own timeout.
   server.keepAliveTimeout = 65_000;
   server.headersTimeout = 66_000;
@@ -75,19 +87,33 @@ export const startHost = async (
   logger.info({ port, base_url: effective.baseUrl, storage: composed.storage }, "vod host listening");
 
   let closing: Promise<void> | undefined;
-  const close = (graceMs = 10_000) => {
-    closing ??= new Promise<void>((resolve) => {
-      const timer = setTimeout(() => server.closeAllConnections(), graceMs);
-      timer.unref();
-      server.close(() => {
-        clearTimeout(timer);
-        void (async () => {
-          await worker?.stop();
-          await composed.close();
-        })().then(resolve, resolve);
+  const close = (graceMs = config.shutdownGraceSeconds * 1000) => {
+    // Requests and the job drain side by side, each within the grace. The database (the embedded
+    // one's process included) closes only after both: requests and the job use it to the end. A
+    // telemetry beacon is answered only once its group commit is stored, so drained requests
+    // leave no telemetry unflushed.
+    closing ??= (async () => {
+      draining = true;
+      const requests = new Promise<void>((resolve) => {
+        const timer = setTimeout(() => server.closeAllConnections(), graceMs);
+        timer.unref();
+        server.close(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+        server.closeIdleConnections();
+        // A keep-alive connection would otherwise hold the close until the client lets it go.
+        for (const res of answering) {
+          if (!res.headersSent) res.shouldKeepAlive = false;
+          res.once("finish", () => setImmediate(() => server.closeIdleConnections()));
+        }
       });
-      server.closeIdleConnections();
-    });
+      const jobs = worker
+        ?.stop(graceMs)
+        .catch((error: unknown) => logger.error({ err: error }, "worker stop failed"));
+      await Promise.all([requests, jobs]);
+      await composed.close();
+    })();
     return closing;
   };
   return { vod, server, url, logger, close };

@@ -3,8 +3,12 @@ import { Effect } from "effect";
 import type { Logger } from "./logger.js";
 
 export interface RunningWorker {
-  /** Stops taking jobs and waits for the running ones. */
-  stop(): Promise<void>;
+  /**
+   * Stops taking jobs and waits up to `graceMs` for the running ones; those still running then
+   * are stopped and released, so that another worker takes them up at once rather than after
+   * their lease.
+   */
+  stop(graceMs: number): Promise<void>;
 }
 
 /**
@@ -42,9 +46,14 @@ export const startWorker = async (
   void sweep();
   log.info({ concurrency: options.concurrency }, "worker started");
   return {
-    stop: async () => {
+    stop: async (graceMs) => {
       clearInterval(timer);
-      await Effect.runPromise(worker.stop);
+      const released = await Effect.runPromise(worker.drain(graceMs));
+      for (const job of released)
+        log.info(
+          { job_id: job.id, asset_id: job.data.asset_id, attempt: job.attempt, grace_ms: graceMs },
+          "processing released",
+        );
       log.info("worker stopped");
     },
   };

@@ -76,3 +76,13 @@ describe("tuneHeapForStreaming", () => {
       expect(() => tuneHeapForStreaming(bad)).toThrow(RangeError);
   });
 });
+
+describe("VOD_SHUTDOWN_GRACE_SECONDS", () => {
+  it("defaults to 8 s, takes 0 (release at once), and refuses what is not a whole number of seconds", () => {
+    expect(loadConfig({}).shutdownGraceSeconds).toBe(8);
+    expect(loadConfig({ VOD_SHUTDOWN_GRACE_SECONDS: "0" }).shutdownGraceSeconds).toBe(0);
+    expect(loadConfig({ VOD_SHUTDOWN_GRACE_SECONDS: "30" }).shutdownGraceSeconds).toBe(30);
+    for (const bad of ["-1", "1.5", "soon"])
+      expect(() => loadConfig({ VOD_SHUTDOWN_GRACE_SECONDS: bad })).toThrow(/VOD_SHUTDOWN_GRACE_SECONDS/);
+  });
+});

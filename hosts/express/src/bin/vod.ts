@@ -61,17 +61,26 @@ const workerCommand = async () => {
     logger,
   });
   onStop(logger, async () => {
-    await worker.stop();
+    await worker.stop(config.shutdownGraceSeconds * 1000);
     await composed.close();
   });
 };
 
-/** SIGTERM and SIGINT: finish what runs, then exit 0. */
+/**
+ * SIGTERM and SIGINT: finish what runs (up to VOD_SHUTDOWN_GRACE_SECONDS), then exit 0.
+ *
+ * The same when the parent process goes away. `npm start` runs `exec node ...` (package.json),
+ * so npm's own child is this process and npm forwards SIGTERM to it; but a parent that dies
+ * without doing so (npm SIGKILLed, a shell that forked instead of exec'ing, as dash does for
+ * `sh -c "node ..."`) would leave this process serving, orphaned, with nobody left to stop it.
+ * Node has no parent-death signal, so the parent pid is watched: reparented, we stop.
+ */
 const onStop = (logger: Logger, stop: () => Promise<void>) => {
   let signalled = false;
-  const handler = (signal: NodeJS.Signals) => {
+  const handler = (signal: NodeJS.Signals | "parent exited") => {
     if (signalled) return;
     signalled = true;
+    clearInterval(orphaned);
     logger.info({ signal }, "draining");
     void stop().then(
       () => {
@@ -86,13 +95,18 @@ const onStop = (logger: Logger, stop: () => Promise<void>) => {
   };
   process.on("SIGTERM", handler);
   process.on("SIGINT", handler);
+  const parent = process.ppid;
+  const orphaned = setInterval(() => {
+    if (process.ppid !== parent) handler("parent exited");
+  }, 250);
+  orphaned.unref();
 };
 
 const serve = async () => {
   const config = loadConfig();
   tuneProcess(config);
   const host = await startHost(config);
-  onStop(host.logger, () => host.close());
+  onStop(host.logger, () => host.close(config.shutdownGraceSeconds * 1000));
 };
 
 export const main = async (argv: ReadonlyArray<string>) => {
