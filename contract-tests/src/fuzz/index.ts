@@ -5,8 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Harness, type MakeHttpSubject, sharedSubject } from "../http/client.js";
 import { type FuzzContext, hostileClasses } from "./hostile.js";
 import { isolationProbes, probeProblems, probesOutsideCatalog, storedState } from "./isolation.js";
-import { problemsOf } from "./oracle.js";
-import { allRoutes, catalogRoutes, idFieldsOf, routesOutsideCatalog } from "./routes.js";
+import { catalogRuleProblems, problemsOf } from "./oracle.js";
+import { allRoutes, catalogRoutes, fieldsOf, idFieldsOf, routesOutsideCatalog } from "./routes.js";
 import {
   describeReply,
   describeRequest,
@@ -164,6 +164,10 @@ export const describeHostileInput = (
             it(hostile.name, async () => {
               await reviveCredentials(h.api, worlds.a);
               const ctx: FuzzContext = { world: worlds.a, other: worlds.b };
+              const fields = fieldsOf(route);
+              const bodyFields = fields.some((f) => f.location === "body")
+                ? fields.filter((f) => f.location === "body").map((f) => f.name)
+                : undefined;
               const requests = hostile
                 .arbitrary(route, ctx)
                 .map((req) => Object.assign(req, { [fc.toStringMethod]: () => describeRequest(req) }));
@@ -180,7 +184,10 @@ export const describeHostileInput = (
                   figures.requests++;
                   figures.byClass[classOf(reply.status)] = (figures.byClass[classOf(reply.status)] ?? 0) + 1;
                   perRoute.set(route.id, (perRoute.get(route.id) ?? 0) + 1);
-                  const problems = problemsOf(req, reply);
+                  const problems = [
+                    ...problemsOf(req, reply),
+                    ...(route.catalog ? catalogRuleProblems(req, reply, bodyFields) : []),
+                  ];
                   if (problems.length > 0) {
                     figures.failures++;
                     throw new Error(`${problems.join("; ")}\n  → ${describeReply(reply)}`);

@@ -88,3 +88,43 @@ export const problemsOf = (req: WireRequest, reply: WireReply): string[] => {
     if (pattern.test(reply.text)) problems.push(`error body shows internals (${pattern})`);
   return problems;
 };
+
+const hasNul = (value: unknown): boolean => {
+  const pending = [value];
+  for (let v = pending.pop(); v !== undefined || pending.length > 0; v = pending.pop()) {
+    if (typeof v === "string" && v.includes("\0")) return true;
+    if (typeof v === "object" && v !== null)
+      for (const [k, item] of Object.entries(v)) {
+        if (k.includes("\0")) return true;
+        pending.push(item);
+      }
+  }
+  return false;
+};
+
+/**
+ * DECISIONS "Hostile input" for the operation catalog, beyond the shape of errors: a JSON body
+ * with a field the route does not know never succeeds (a typo like `titel` must not create an
+ * "Untitled" asset), nor does a request with a NUL in any id, query value or body string.
+ * `bodyFields`: the names the route's body schema knows, undefined when it reads no body.
+ */
+export const catalogRuleProblems = (
+  req: WireRequest,
+  reply: WireReply,
+  bodyFields: ReadonlyArray<string> | undefined,
+): string[] => {
+  if (reply.status < 200 || reply.status >= 300 || req.raw) return [];
+  let body: unknown;
+  try {
+    body = typeof req.body === "string" ? JSON.parse(req.body) : undefined;
+  } catch {
+    body = undefined;
+  }
+  const problems: string[] = [];
+  if (bodyFields !== undefined && typeof body === "object" && body !== null && !Array.isArray(body)) {
+    const unknown = Object.keys(body).filter((k) => !bodyFields.includes(k));
+    if (unknown.length > 0) problems.push(`succeeded with unknown body fields ${JSON.stringify(unknown)}`);
+  }
+  if (/%00/i.test(req.path) || hasNul(body)) problems.push("succeeded with a NUL character in the request");
+  return problems;
+};
