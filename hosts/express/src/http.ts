@@ -157,12 +157,15 @@ export const sendFailure = (
   context: Record<string, unknown> = {},
 ) => {
   const { reply, defect } = replyForCause(cause);
-  if (clientGone(req, res)) return logDisconnect(req, defect);
   const failure = Cause.failureOption(cause);
+  const gone = clientGone(req, res);
+  // A defect is ours whether or not the client stayed to hear of it.
   if (defect !== undefined) req.log.error({ ...context, err: defect }, "request failed");
   else if (Option.isSome(failure) && failure.value._tag === "InternalError")
     req.log.error({ ...context, err: failure.value.cause ?? failure.value.message }, "request failed");
+  else if (gone) logDisconnect(req);
   else if (Option.isSome(failure) && reply.status >= 500) logRefusal(req, failure.value, reply);
+  if (gone) return;
   if (!req.readableEnded) res.setHeader("connection", "close");
   sendError(res, reply);
 };
