@@ -25,6 +25,21 @@ const isUniqueViolation = (error: unknown) =>
 
 const storageError = (cause: unknown) => new StorageError({ message: "database request failed", cause });
 
+/**
+ * SQLSTATE class 22, a data exception (22021 a NUL byte, 22P05 an untranslatable character,
+ * 22001 a value too long): the request checks should have refused the value, and no retry can
+ * make it succeed. A defect (500, logged with its cause), never a retryable storage_error.
+ */
+const isDataException = (error: unknown) => {
+  const code = typeof error === "object" && error !== null ? (error as { code?: unknown }).code : undefined;
+  return typeof code === "string" && code.startsWith("22");
+};
+
+const attempt = <A, E>(run: () => Promise<A>, onError: (error: unknown) => E): Effect.Effect<A, E> =>
+  Effect.tryPromise({ try: run, catch: (error) => error }).pipe(
+    Effect.catchAll((error) => (isDataException(error) ? Effect.die(error) : Effect.fail(onError(error)))),
+  );
+
 const USER = "id, tenant_id, email, email_verified, name, role, password_hash, created_at";
 const SESSION = "id, tenant_id, user_id, created_at, revoked_at, revoked_reason";
 const TOKEN = "token_hash, session_id, tenant_id, user_id, created_at, expires_at, used_at";
@@ -76,15 +91,15 @@ const placeholders = (n: number, from = 1) => Array.from({ length: n }, (_, i) =
  */
 export const repositoriesOver = (sql: Queryable, enqueue?: Enqueue): Repositories => {
   const run = <R>(text: string, params: ReadonlyArray<unknown> = []) =>
-    Effect.tryPromise({ try: () => sql.query<R>(text, params), catch: storageError });
+    attempt(() => sql.query<R>(text, params), storageError);
   const one = <R>(text: string, params: ReadonlyArray<unknown>) =>
     Effect.map(run<R>(text, params), (r) => Option.fromNullable(r.rows[0]));
   const write = (text: string, params: ReadonlyArray<unknown>) => Effect.asVoid(run(text, params));
   const insertOrConflict = (text: string, params: ReadonlyArray<unknown>, message: string) =>
-    Effect.tryPromise({
-      try: () => sql.query(text, params),
-      catch: (error) => (isUniqueViolation(error) ? new Conflict({ message }) : storageError(error)),
-    }).pipe(Effect.asVoid);
+    attempt(
+      () => sql.query(text, params),
+      (error) => (isUniqueViolation(error) ? new Conflict({ message }) : storageError(error)),
+    ).pipe(Effect.asVoid);
 
   return {
     tenants: {

@@ -5,10 +5,12 @@ import {
   openPglite,
   openPgliteProcess,
   pgBossQueue,
+  postgresStorage,
   prepareDatabase,
   type SqlDatabase,
 } from "@vod/adapter-postgres";
 import { suiteName, temporarySchemas, testServices } from "@vod/contract-tests";
+import { Cause, Effect, Exit } from "effect";
 import { afterAll, describe, expect, it } from "vitest";
 
 const { databaseUrl } = testServices();
@@ -134,6 +136,38 @@ describe.skipIf(databaseUrl === null)(
         const email = await plan("SELECT * FROM users WHERE lower(email) = lower($1)", ["A@B.C"]);
         expect(email).toMatch(/Index Scan using users_email_key/);
       });
+    });
+
+    it("makes a value the database refuses as data a defect, never a retryable storage_error", async () => {
+      const schema = fresh();
+      const db = connect(schema, 1);
+      await migrate(db);
+      const storage = postgresStorage(db);
+      const tenant = {
+        id: "tnt_a",
+        slug: "a",
+        name: "a",
+        plan: "free",
+        status: "active",
+        created_at: 1,
+      } as const;
+      // 22021: a NUL byte in text. The request checks refuse it first; this is what is left if they do not.
+      const exits: Array<Exit.Exit<unknown, unknown>> = [
+        await Effect.runPromiseExit(storage.assets.get("tnt_a", "ast_\u0000")),
+        await Effect.runPromiseExit(storage.tenants.insert({ ...tenant, name: "a\u0000b" })),
+        await Effect.runPromiseExit(
+          storage.transaction((tx) => tx.tenants.insert({ ...tenant, slug: "\u0000" })),
+        ),
+      ];
+      for (const exit of exits) {
+        expect(Exit.isFailure(exit) && Cause.isDie(exit.cause)).toBe(true);
+        expect(Exit.isFailure(exit) && Cause.isFailType(exit.cause)).toBe(false);
+      }
+      // What the database reports as its own trouble stays a storage_error.
+      await db.query("DROP TABLE assets CASCADE");
+      const missing = await Effect.runPromiseExit(storage.assets.get("tnt_a", "ast_1"));
+      expect(Exit.isFailure(missing) && Cause.isDie(missing.cause)).toBe(false);
+      expect(Exit.isFailure(missing) && missing.cause.toString()).toMatch(/StorageError/);
     });
   },
 );

@@ -1,5 +1,6 @@
 import { Effect, ParseResult, Schema } from "effect";
 import { InternalError, InvalidRequest, type VodError } from "../errors.js";
+import { inputProblems } from "../schema/input.js";
 import { authorize, type Credentials, type Principal, type Requirement } from "../use-cases/authenticate.js";
 import { enforceRate } from "../use-cases/support.js";
 import type { Vod } from "../vod.js";
@@ -56,40 +57,96 @@ interface Definition<I, IE, O, OE> {
   readonly output: Schema.Schema<O, OE> | null;
 }
 
+type FieldPath = ReadonlyArray<string | number>;
+
 /** One `{ path, message }` per failing field, the path relative to body, query or params. */
 export const toInvalidRequest = (error: ParseResult.ParseError): InvalidRequest => {
+  const issues = ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) => ({
+    path: issue.path.slice(1).map((p) => (typeof p === "symbol" ? String(p) : p)),
+    // Effect's own words list the known keys; the field's path already says which one.
+    message: issue._tag === "Unexpected" ? "is not a known field" : issue.message,
+  }));
   // An optional field fails once per member of its union ("Expected undefined, ..."): keep the
-  // first, most specific message per path.
+  // first, most specific message per path, and none for a path whose inner fields are named.
+  const key = (path: FieldPath) => JSON.stringify(path);
+  const inner = new Set(
+    issues.flatMap((i) => i.path.slice(0, -1).map((_, n) => key(i.path.slice(0, n + 1)))),
+  );
   const seen = new Set<string>();
-  const fields = ParseResult.ArrayFormatter.formatErrorSync(error)
-    .map((issue) => ({
-      path: issue.path.slice(1).map((p) => (typeof p === "symbol" ? String(p) : p)),
-      message: issue.message,
-    }))
-    .filter((field) => {
-      const key = JSON.stringify(field.path);
-      if (seen.has(key)) return false;
-      seen.add(key);
-      return true;
-    });
+  const fields = issues.filter((field) => {
+    const k = key(field.path);
+    if (seen.has(k) || inner.has(k)) return false;
+    seen.add(k);
+    return true;
+  });
+  return invalidFields(fields, "request failed validation");
+};
+
+const invalidFields = (
+  fields: ReadonlyArray<{ path: FieldPath; message: string }>,
+  fallback: string,
+): InvalidRequest => {
   const first = fields[0];
   const where = first && first.path.length > 0 ? `${first.path.join(".")}: ` : "";
   return new InvalidRequest({
-    message: first ? `${where}${first.message}` : "request failed validation",
+    message: first ? `${where}${first.message}` : fallback,
     details: { fields },
   });
 };
 
-const decode = <I, IE>(schema: Schema.Schema<I, IE>, request: RawRequest) =>
-  Effect.mapError(
-    Schema.decodeUnknown(schema, { errors: "all", onExcessProperty: "ignore" })({
-      params: request.params,
-      query: request.query ?? {},
-      // No body reads as an empty object, so a missing required field is named as such.
-      body: request.body ?? {},
-    }),
-    toInvalidRequest,
+/** The shape of the input itself, before any schema (`inputProblems`), in params, query and body. */
+const refuseHostile = (input: { params?: unknown; query?: unknown; body?: unknown }) => {
+  const fields = [
+    ...inputProblems(input.params),
+    ...inputProblems(input.query),
+    ...inputProblems(input.body),
+  ];
+  return fields.length === 0 ? Effect.void : Effect.fail(invalidFields(fields, "request refused"));
+};
+
+const strictBodies = new WeakMap<object, Schema.Schema.AnyNoContext>();
+
+/**
+ * The input schema with unknown fields of the JSON body refused (a typo like `titel` must not
+ * create an "Untitled" asset), at every depth of the body. Query strings stay lenient: proxies
+ * and players add parameters of their own (cache busters).
+ */
+const withStrictBody = <I, IE>(schema: Schema.Schema<I, IE>): Schema.Schema<I, IE> => {
+  const known = strictBodies.get(schema);
+  if (known) return known as unknown as Schema.Schema<I, IE>;
+  const fields = (schema as { fields?: Schema.Struct.Fields }).fields;
+  const body = fields?.body;
+  const strict =
+    fields !== undefined && body !== undefined && Schema.isSchema(body)
+      ? Schema.Struct({ ...fields, body: body.annotations({ parseOptions: { onExcessProperty: "error" } }) })
+      : schema;
+  strictBodies.set(schema, strict as Schema.Schema.AnyNoContext);
+  return strict as unknown as Schema.Schema<I, IE>;
+};
+
+/**
+ * The one decode of a request's `{ params, query, body }`: NULs and deep nesting first, then the schema,
+ * unknown body fields refused. Every field that fails is named in `details.fields`.
+ */
+export const decodeRequest = <I, IE>(
+  schema: Schema.Schema<I, IE>,
+  input: { readonly params?: unknown; readonly query?: unknown; readonly body?: unknown },
+): Effect.Effect<I, InvalidRequest> =>
+  Effect.zipRight(
+    refuseHostile(input),
+    Effect.mapError(
+      Schema.decodeUnknown(withStrictBody(schema), { errors: "all", onExcessProperty: "ignore" })(input),
+      toInvalidRequest,
+    ),
   );
+
+const decode = <I, IE>(schema: Schema.Schema<I, IE>, request: RawRequest) =>
+  decodeRequest(schema, {
+    params: request.params,
+    query: request.query ?? {},
+    // No body reads as an empty object, so a missing required field is named as such.
+    body: request.body ?? {},
+  });
 
 const encode = <O, OE>(
   def: Definition<unknown, unknown, O, OE>,

@@ -24,7 +24,11 @@ export interface Rendition {
   readonly audioBitrateKbps: number;
 }
 
-/** A file of the packaged output, relative to the asset's output prefix (`master.m3u8`, `720p/seg_1.m4s`). */
+/**
+ * A file of the packaged output, relative to the asset's output prefix (`master.m3u8`,
+ * `720p/seg_1.m4s`). Playback delivers only names that `isRenditionFile` accepts (one or two
+ * segments of `[A-Za-z0-9_-]`, a known extension).
+ */
 export interface OutputFile {
   readonly path: string;
   readonly contentType: string;

@@ -4,29 +4,50 @@ import { AssetStatus, Scope } from "./resources.js";
 // Validation messages never echo the value: a password must not come back in an error body.
 const msg = (message: string) => ({ message: () => message });
 
+/** Unicode code points, as a person counts characters (a UTF-16 surrogate pair is one). */
+const codePoints = (s: string) => {
+  let n = 0;
+  for (const _ of s) n++;
+  return n;
+};
+
+/**
+ * Length limits count code points (DECISIONS): a title of 200 emoji is 200 characters, not the
+ * 400 UTF-16 units `Schema.maxLength` would count. JSON Schema counts code points too.
+ */
+const maxChars = (max: number, message = `must be at most ${max} characters`) =>
+  Schema.filter<typeof Schema.String>((s) => codePoints(s) <= max, {
+    ...msg(message),
+    jsonSchema: { maxLength: max },
+  });
+
+const minChars = (min: number, message = `must be at least ${min} characters`) =>
+  Schema.filter<typeof Schema.String>((s) => codePoints(s) >= min, {
+    ...msg(message),
+    jsonSchema: { minLength: min },
+  });
+
 export const Email = Schema.String.pipe(
-  Schema.maxLength(254, msg("must be at most 254 characters")),
+  maxChars(254),
   Schema.pattern(/^[^\s@]+@[^\s@]+\.[^\s@]+$/, msg("must be an email address")),
 );
 
 /** Passwords chosen by a person: 8 to 256 characters (DECISIONS). */
 export const NewPassword = Schema.String.annotations(msg("must be a string")).pipe(
-  Schema.minLength(8, msg("must be at least 8 characters")),
-  Schema.maxLength(256, msg("must be at most 256 characters")),
+  minChars(8),
+  maxChars(256),
 );
 
 /** A password presented at sign-in; bounded so a huge one cannot buy seconds of hashing. */
-export const PresentedPassword = Schema.String.annotations(msg("must be a string")).pipe(
-  Schema.maxLength(1024, msg("must be at most 1024 characters")),
-);
+export const PresentedPassword = Schema.String.annotations(msg("must be a string")).pipe(maxChars(1024));
 
 const NonEmpty = Schema.String.pipe(Schema.minLength(1, msg("must not be empty")));
 
 export const SignupBody = Schema.Struct({
   email: Email,
   password: NewPassword,
-  name: Schema.optional(Schema.String.pipe(Schema.maxLength(200))),
-  tenantName: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))),
+  name: Schema.optional(Schema.String.pipe(maxChars(200))),
+  tenantName: Schema.optional(Schema.String.pipe(minChars(1), maxChars(200))),
 });
 
 export const LoginBody = Schema.Struct({ email: Email, password: PresentedPassword });
@@ -43,12 +64,12 @@ export const PasswordChangeBody = Schema.Struct({
 });
 
 export const CreateApiKeyBody = Schema.Struct({
-  name: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64)),
+  name: Schema.String.pipe(minChars(1), maxChars(64)),
   scopes: Schema.Array(Scope).pipe(Schema.minItems(1)),
 });
 
 export const CreateAssetBody = Schema.Struct({
-  title: Schema.optional(Schema.String.pipe(Schema.maxLength(200))),
+  title: Schema.optional(Schema.String.pipe(maxChars(200))),
   drm: Schema.optional(Schema.Boolean),
 });
 
@@ -104,7 +125,7 @@ export const CreatePlaybackBody = Schema.Struct({
 /** A telemetry batch; events are checked one by one afterwards (invalid ones are dropped). */
 export const TelemetryBatch = Schema.Struct({
   token: NonEmpty,
-  player_version: Schema.optional(Schema.String.pipe(Schema.maxLength(200))),
+  player_version: Schema.optional(Schema.String.pipe(maxChars(200))),
   events: Schema.Array(Schema.Unknown).pipe(Schema.maxItems(50, msg("must hold at most 50 events"))),
 });
 
@@ -112,11 +133,11 @@ const optionalNumber = Schema.optional(Schema.Number.pipe(Schema.finite()));
 
 /** One event as the spec defines it; further keys are kept as they are. */
 export const TelemetryEventInput = Schema.Struct({
-  event: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64)),
+  event: Schema.String.pipe(minChars(1), maxChars(64)),
   ts_ms: Schema.Number.pipe(Schema.finite()),
   playhead_ms: Schema.Number.pipe(Schema.finite()),
-  rendition: Schema.optional(Schema.String.pipe(Schema.maxLength(64))),
-  error_code: Schema.optional(Schema.String.pipe(Schema.maxLength(128))),
+  rendition: Schema.optional(Schema.String.pipe(maxChars(64))),
+  error_code: Schema.optional(Schema.String.pipe(maxChars(128))),
   startup_ms: optionalNumber,
   stall_ms: optionalNumber,
   bitrate_kbps: optionalNumber,

@@ -12,7 +12,7 @@ import {
 } from "../errors.js";
 import type { ByteStream } from "../ports/object-store.js";
 import type { TelemetryEvent } from "../ports/telemetry-sink.js";
-import { Requests } from "../schema/index.js";
+import { inputProblems, Requests } from "../schema/index.js";
 import type { VodPorts } from "../tokens.js";
 import type { Principal } from "./authenticate.js";
 import { makeContentKeys } from "./content-keys.js";
@@ -47,7 +47,26 @@ const CONTENT_TYPES: Record<string, string> = {
 
 type CreateInput = typeof Requests.CreatePlaybackBody.Type;
 
+/**
+ * The file names an asset's renditions can have: one or two plain segments (`master.m3u8`,
+ * `720p/3.m4s`), each a short name of letters, digits, `_` or `-` with one extension of a type
+ * we deliver. Anything else cannot be one of the asset's files and is 404 before the object
+ * store is asked: a NUL, a dot segment or a 5,000-character name never becomes an object key.
+ */
+const RENDITION_FILE = new RegExp(
+  `^(?:[A-Za-z0-9_-]{1,64}/)?[A-Za-z0-9_-]{1,64}\\.(?:${Object.keys(CONTENT_TYPES).join("|")})$`,
+);
+export const isRenditionFile = (path: string) => RENDITION_FILE.test(path);
+
 const decodeEvent = Schema.decodeUnknownOption(Requests.TelemetryEventInput);
+
+/** Input nested too deep (or holding a NUL, unless `nul: false`) is refused before any schema sees it. */
+const refuseHostile = (value: unknown, message: string, options?: { readonly nul?: boolean }) => {
+  const fields = inputProblems(value, options);
+  return fields.length === 0
+    ? Effect.void
+    : Effect.fail(new InvalidRequest({ message, details: { fields } }));
+};
 /** The spec's event fields; every other key of an event is kept in `extra`. */
 const KNOWN_EVENT_KEYS: ReadonlySet<string> = new Set(Object.keys(Requests.TelemetryEventInput.fields));
 
@@ -174,9 +193,7 @@ export const makePlayback = (ports: VodPorts, config: VodConfig) => {
   const open = (token: string, path: string, range?: { start: number; end: number }) =>
     Effect.gen(function* () {
       const claims = yield* verify(token);
-      const segments = path.split("/");
-      if (path.length === 0 || segments.some((s) => s === "" || s === "." || s === ".." || s.startsWith(".")))
-        return yield* Effect.fail(new NotFound({ message: "no such file" }));
+      if (!isRenditionFile(path)) return yield* Effect.fail(new NotFound({ message: "no such file" }));
       const key = `${renditionsPrefix(claims.tenantId, claims.assetId)}${path}`;
       const head = yield* store.head(key);
       if (Option.isNone(head)) return yield* Effect.fail(new NotFound({ message: "no such file" }));
@@ -187,8 +204,7 @@ export const makePlayback = (ports: VodPorts, config: VodConfig) => {
       const body: ByteStream = yield* Effect.catchTag(store.get(key, bounded), "NotFound", () =>
         Effect.fail(new NotFound({ message: "no such file" })),
       );
-      const ext = path.slice(path.lastIndexOf(".") + 1);
-      const contentType = CONTENT_TYPES[ext] ?? head.value.contentType;
+      const contentType = CONTENT_TYPES[path.slice(path.lastIndexOf(".") + 1)] ?? head.value.contentType;
       return { kind: "file" as const, body, size, range: bounded, contentType, expiresAt: claims.expiresAt };
     });
 
@@ -240,12 +256,18 @@ export const makePlayback = (ports: VodPorts, config: VodConfig) => {
         return yield* Effect.fail(new Unauthorized({ message: "invalid licence token" }));
       if (yield* revocations.isRevoked(sid, now))
         return yield* Effect.fail(new Unauthorized({ message: "playback session has ended" }));
+      yield* refuseHostile(request, "not a ClearKey licence request");
       const body = yield* Effect.mapError(
         Schema.decodeUnknown(Requests.ClearKeyRequest)(request),
         (e) =>
           new InvalidRequest({
             message: "not a ClearKey licence request",
-            details: { fields: ParseResult.ArrayFormatter.formatErrorSync(e) },
+            details: {
+              fields: ParseResult.ArrayFormatter.formatErrorSync(e).map((i) => ({
+                path: i.path,
+                message: i.message,
+              })),
+            },
           }),
       );
       const key = yield* keys.find(tid, aid);
@@ -269,6 +291,8 @@ export const makePlayback = (ports: VodPorts, config: VodConfig) => {
             details: { fields: [{ path: [], message: "not JSON" }] },
           }),
       });
+      // NULs are left to the per-event check below: such an event is dropped, not the batch.
+      yield* refuseHostile(parsed, "not a telemetry batch", { nul: false });
       const batch = yield* Effect.mapError(
         Schema.decodeUnknown(Requests.TelemetryBatch, { errors: "all" })(parsed),
         (e) =>

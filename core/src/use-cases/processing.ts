@@ -51,6 +51,13 @@ const verdict = (failed: FailureCode, reason: string, source?: SourceMetadata): 
 
 const jobFailed = (message: string, cause?: unknown): JobFailed => ({ _tag: "JobFailed", message, cause });
 
+/** What a processing job did to its asset, for the worker to name in its log. */
+export type ProcessingOutcome =
+  | { readonly status: "ready" }
+  | { readonly status: "failed"; readonly failure_code: FailureCode }
+  /** Nothing to do: the asset is gone or already settled (a duplicate delivery). */
+  | { readonly status: "skipped" };
+
 export const makeProcessing = (
   ports: VodPorts,
   config: VodConfig,
@@ -73,11 +80,12 @@ export const makeProcessing = (
    * asset to ready, or to failed with its failure_code. Transient failures are retried by the
    * queue; on the last attempt they become processing_error. Safe to run twice (at least once delivery).
    */
-  const processAsset = (job: Job<"process-asset">): Effect.Effect<void, JobFailed> =>
+  const processAsset = (job: Job<"process-asset">): Effect.Effect<ProcessingOutcome, JobFailed> =>
     Effect.gen(function* () {
       const { tenant_id, asset_id } = job.data;
       const found = yield* storage.assets.get(tenant_id, asset_id);
-      if (Option.isNone(found) || found.value.status === "ready" || found.value.status === "failed") return;
+      if (Option.isNone(found) || found.value.status === "ready" || found.value.status === "failed")
+        return { status: "skipped" } as const;
       const media = ports.mediaProcessor;
       if (!media) return yield* Effect.fail(jobFailed("this process has no media processor"));
       const asset = yield* save(found.value, { type: "processing_started" });
@@ -139,16 +147,19 @@ export const makeProcessing = (
         ),
       );
       if (Either.isRight(result)) {
-        yield* save(asset, { type: "processing_succeeded", source: result.right });
-        return;
+        const saved = yield* save(asset, { type: "processing_succeeded", source: result.right });
+        return saved.status === "ready" ? ({ status: "ready" } as const) : ({ status: "skipped" } as const);
       }
       const outcome = result.left;
       if (outcome._tag === "JobFailed") return yield* Effect.fail(outcome);
-      yield* save(asset, {
+      const saved = yield* save(asset, {
         type: "processing_failed",
         failure_code: outcome.failed,
         ...(outcome.source ? { source: outcome.source } : {}),
       });
+      return saved.status === "failed"
+        ? ({ status: "failed", failure_code: outcome.failed } as const)
+        : ({ status: "skipped" } as const);
     }).pipe(
       Effect.catchTag("StorageError", (e) => Effect.fail(jobFailed(e.message, e))),
       Effect.withSpan("processAsset"),

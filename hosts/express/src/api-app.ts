@@ -1,6 +1,6 @@
 import { type Operation, openApiDocument, operations, type Vod } from "@vod/core";
 import express, { type Express } from "express";
-import { bodyErrors, handle, internalError, notFound, requestLog, requireJsonBody } from "./http.js";
+import { handle, internalError, notFound, requestLog, requireJsonBody } from "./http.js";
 import type { Logger } from "./logger.js";
 
 export interface ApiAppOptions {
@@ -26,6 +26,9 @@ export const createApiApp = ({
 }: ApiAppOptions): Express => {
   const app = express();
   app.disable("x-powered-by");
+  // Express's fallback error page prints the stack outside production; `internalError` answers
+  // first, and this keeps the fallback silent should it ever be reached.
+  app.set("env", "production");
   app.set("trust proxy", trustProxy);
   app.set("etag", false);
   app.use(requestLog(logger));
@@ -44,10 +47,11 @@ export const createApiApp = ({
     res.json(openApi);
   });
   // Bodies are parsed on the operations' routes only: an unknown route is 404 whatever it carries.
+  // What the parser refuses (malformed JSON, a broken gzip body) reaches `internalError`, which
+  // answers with the spec's error.
   const parseBody = [
     requireJsonBody,
     express.json({ limit: "64kb", type: ["application/json", "application/*+json"] }),
-    bodyErrors,
   ];
   for (const op of ops) app[methods[op.method]](op.path, ...parseBody, handle(vod, op));
   app.use(notFound);

@@ -1,16 +1,17 @@
 import { randomUUID } from "node:crypto";
+import { STATUS_CODES } from "node:http";
+import type { Duplex } from "node:stream";
 import {
   type Credentials,
   InvalidRequest,
   NotFound,
   type Operation,
-  PayloadTooLarge,
   type Vod,
   type VodError,
 } from "@vod/core";
-import { type Cause, Effect, Exit } from "effect";
+import { Cause, Effect, Exit, Option } from "effect";
 import type { ErrorRequestHandler, Request, RequestHandler, Response } from "express";
-import { type ErrorReply, errorReply, replyForCause } from "./errors.js";
+import { type ErrorReply, errorReply, replyForCause, requestErrorOf } from "./errors.js";
 import type { Logger } from "./logger.js";
 
 declare module "express-serve-static-core" {
@@ -86,9 +87,68 @@ export const handle =
     sendFailure(req, res, exit.cause, { operation: operation.id });
   };
 
+/** Whether the client is gone: the exchange's socket closed (a request read in part may have let go of it). */
+const clientGone = (req: Request, res: Response) =>
+  res.destroyed || (res.socket ?? req.socket)?.destroyed === true;
+
+/** Errors of a socket whose peer went away: a player seeking or closing, a page unloading. */
+const DISCONNECTS = new Set([
+  "ERR_STREAM_PREMATURE_CLOSE",
+  "ERR_STREAM_DESTROYED",
+  "ECONNRESET",
+  "ECONNABORTED",
+  "EPIPE",
+]);
+
+/** Whether `err` only says the client hung up: normal for players, logged at debug. */
+export const isDisconnect = (err: unknown) => {
+  if (typeof err !== "object" || err === null) return false;
+  const { code, message } = err as { code?: unknown; message?: unknown };
+  return (typeof code === "string" && DISCONNECTS.has(code)) || message === "aborted";
+};
+
+/** Logs that the client went away mid-request: no stack, nothing anyone needs to act on. */
+export const logDisconnect = (req: Request, err?: unknown) =>
+  req.log.debug(
+    { path: loggedPath(req.path), code: (err as { code?: unknown } | undefined)?.code },
+    "client went away",
+  );
+
+/** When each standing dependency refusal was last logged, and how many went unlogged since. */
+const refusals = new Map<string, { at: number; unlogged: number }>();
+const REFUSAL_LOG_EVERY_MS = 60_000;
+
 /**
- * The spec's error reply for a failed core Effect; defects and 5xx are logged with their cause.
- * A body the client is still sending is not wanted: the connection closes rather than read it.
+ * An expected refusal of a dependency (storage_error, playback_unavailable) is logged at warn
+ * without a stack, and not once per request: without a cause it is a standing condition (Google
+ * sign-in not configured), logged once per process; with one (a database or a certificate URL
+ * failing), at most once a minute per message, with the count of those left unlogged.
+ */
+const logRefusal = (req: Request, error: VodError & { cause?: unknown }, reply: ErrorReply) => {
+  const key = `${reply.body.code}:${error.message}`;
+  const now = Date.now();
+  const last = refusals.get(key);
+  if (last && (error.cause === undefined || now - last.at < REFUSAL_LOG_EVERY_MS)) {
+    last.unlogged++;
+    return;
+  }
+  refusals.set(key, { at: now, unlogged: 0 });
+  const cause = error.cause as { message?: unknown; code?: unknown } | undefined;
+  req.log.warn(
+    {
+      code: reply.body.code,
+      ...(cause === undefined ? {} : { cause: String(cause.message ?? cause), cause_code: cause.code }),
+      ...(last ? { unlogged: last.unlogged } : {}),
+    },
+    error.message,
+  );
+};
+
+/**
+ * The spec's error reply for a failed core Effect. Defects are logged with their stack, expected
+ * dependency refusals at warn (`logRefusal`), a client that went away at debug; the rest is the
+ * client's doing and its request line says enough. A body the client is still sending is not
+ * wanted: the connection closes rather than read it.
  */
 export const sendFailure = (
   req: Request,
@@ -97,10 +157,15 @@ export const sendFailure = (
   context: Record<string, unknown> = {},
 ) => {
   const { reply, defect } = replyForCause(cause);
-  // A dependency that refuses (storage_error) is expected: its adapter says so once per outage,
-  // at warn, and the request line has the 503; an error line per request would drown the log.
-  if (defect !== undefined || (reply.status >= 500 && reply.body.code !== "storage_error"))
-    req.log.error({ ...context, err: defect ?? cause.toString() }, "request failed");
+  const failure = Cause.failureOption(cause);
+  const gone = clientGone(req, res);
+  // A defect is ours whether or not the client stayed to hear of it.
+  if (defect !== undefined) req.log.error({ ...context, err: defect }, "request failed");
+  else if (Option.isSome(failure) && failure.value._tag === "InternalError")
+    req.log.error({ ...context, err: failure.value.cause ?? failure.value.message }, "request failed");
+  else if (gone) logDisconnect(req);
+  else if (Option.isSome(failure) && reply.status >= 500) logRefusal(req, failure.value, reply);
+  if (gone) return;
   if (!req.readableEnded) res.setHeader("connection", "close");
   sendError(res, reply);
 };
@@ -146,35 +211,66 @@ export const requireJsonBody: RequestHandler = (req, res, next) => {
   );
 };
 
-/** Turns body-parser failures into the spec's errors. */
-export const bodyErrors: ErrorRequestHandler = (err: { type?: string; message?: string }, req, res, next) => {
-  if (err.type === "entity.parse.failed")
-    return sendError(
-      res,
-      errorReply(
-        new InvalidRequest({
-          message: "request body is not valid JSON",
-          details: { fields: [{ path: [], message: err.message ?? "malformed JSON" }] },
-        }),
-      ),
-    );
-  if (err.type === "entity.too.large")
-    return sendError(res, errorReply(new PayloadTooLarge({ message: "request body is too large" })));
-  if (err.type?.startsWith("encoding.") || err.type === "charset.unsupported")
-    return sendError(
-      res,
-      errorReply(new InvalidRequest({ message: err.message ?? "unsupported body encoding" })),
-    );
-  req.log.error({ err }, "unexpected error");
-  return next(err);
-};
-
 export const notFound: RequestHandler = (req, res) =>
   sendError(res, errorReply(new NotFound({ message: `no route for ${req.method} ${req.path}` })));
 
-/** Last resort: never a stack trace or SQL in a body. */
+/**
+ * The one handler of errors thrown outside the operations (Express's path decoding, the body
+ * parser): the spec's error when the request caused it, else 500 with the error logged. Never a
+ * stack trace or SQL in a body.
+ */
 export const internalError: ErrorRequestHandler = (err, req, res, _next) => {
-  req.log?.error({ err }, "unhandled error");
-  if (res.headersSent) return res.destroy();
-  sendError(res, errorReply({ _tag: "InternalError", message: "internal error" } as never));
+  try {
+    const caused = requestErrorOf(err);
+    if (res.headersSent || clientGone(req, res)) {
+      if (caused || isDisconnect(err)) logDisconnect(req, err);
+      else req.log?.error({ err }, "unhandled error");
+      res.destroy();
+      return;
+    }
+    if (caused) {
+      if (!req.readableEnded) res.setHeader("connection", "close");
+      return sendError(res, errorReply(caused));
+    }
+    req.log?.error({ err }, "unhandled error");
+    sendError(res, errorReply({ _tag: "InternalError", message: "internal error" } as never));
+  } catch (failure) {
+    // Nothing may fall through to Express's own handler, which prints the stack in the body.
+    req.log?.error({ err: failure, cause: err }, "error handler failed");
+    res.destroy();
+  }
 };
+
+/**
+ * Node's `clientError`: a request its HTTP parser refuses (bad Content-Length, bad chunking, a
+ * malformed header line) never reaches Express. It gets the spec's JSON body all the same, as
+ * Node's default handler would answer, but in our format: only when no response has begun on the
+ * socket, and the connection closes after it.
+ */
+export const answerClientError =
+  (logger: Logger) =>
+  (err: Error & { code?: string }, socket: Duplex): void => {
+    const inFlight = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+    if (err.code === "ECONNRESET" || !socket.writable || inFlight?.headersSent) {
+      socket.destroy();
+      return;
+    }
+    const reply = errorReply(
+      requestErrorOf(err) ??
+        new InvalidRequest({
+          message: "malformed HTTP request",
+          details: { fields: [{ path: [], message: "the request is not valid HTTP/1.1" }] },
+        }),
+    );
+    const body = JSON.stringify(reply.body);
+    const head = [
+      `HTTP/1.1 ${reply.status} ${STATUS_CODES[reply.status] ?? ""}`,
+      "content-type: application/json; charset=utf-8",
+      `content-length: ${Buffer.byteLength(body)}`,
+      "cache-control: no-store",
+      "connection: close",
+      ...Object.entries(reply.headers).map(([name, value]) => `${name}: ${value}`),
+    ];
+    socket.end(`${head.join("\r\n")}\r\n\r\n${body}`);
+    logger.debug({ code: err.code }, "malformed HTTP request");
+  };

@@ -1,5 +1,5 @@
-import { Requests, toInvalidRequest, type Vod } from "@vod/core";
-import { Cause, Effect, Either, Exit, Schema } from "effect";
+import { decodeRequest, Requests, type Vod } from "@vod/core";
+import { Effect, Exit, Schema } from "effect";
 import express, { type Router } from "express";
 import { cors, sendFailure } from "./http.js";
 
@@ -8,10 +8,7 @@ const PART_PATH = "/v1/uploads/:id/parts/:number";
 /** Browsers upload parts straight from a page: allow the PUT and let the page read the ETag. */
 const partCors = cors("PUT, OPTIONS", "content-type, content-md5, x-request-id", "ETag, x-request-id");
 
-const decodePart = Schema.decodeUnknownEither(
-  Schema.Struct({ params: Requests.PartParams, query: Requests.PartUrlQuery }),
-  { errors: "all", onExcessProperty: "ignore" },
-);
+const PartInput = Schema.Struct({ params: Requests.PartParams, query: Requests.PartUrlQuery });
 
 /**
  * The media app's routes ({media_url}). Part PUTs stream the request body to the object store
@@ -21,19 +18,20 @@ export const mediaRoutes = (vod: Vod): Router => {
   const router = express.Router();
   router.options(PART_PATH, partCors);
   router.put(PART_PATH, partCors, async (req, res) => {
-    const decoded = decodePart({ params: req.params, query: req.query });
-    if (Either.isLeft(decoded)) return sendFailure(req, res, Cause.fail(toInvalidRequest(decoded.left)));
-    const { params, query } = decoded.right;
     const exit = await Effect.runPromiseExit(
-      vod.uploads.receivePart(
-        {
-          uploadId: params.id,
-          number: params.number,
-          tenantId: query.t,
-          expiresSec: query.e,
-          signature: query.s,
-        },
-        req,
+      Effect.flatMap(
+        decodeRequest(PartInput, { params: req.params, query: req.query }),
+        ({ params, query }) =>
+          vod.uploads.receivePart(
+            {
+              uploadId: params.id,
+              number: params.number,
+              tenantId: query.t,
+              expiresSec: query.e,
+              signature: query.s,
+            },
+            req,
+          ),
       ),
     );
     if (Exit.isSuccess(exit)) {

@@ -3,7 +3,7 @@ import { pipeline } from "node:stream/promises";
 import { InvalidRequest, PayloadTooLarge, type Vod, type VodError } from "@vod/core";
 import { Effect, Exit } from "effect";
 import express, { type Request, type RequestHandler, type Router } from "express";
-import { cors, credentialsOf, sendFailure } from "./http.js";
+import { cors, credentialsOf, isDisconnect, logDisconnect, loggedPath, sendFailure } from "./http.js";
 
 /** DECISIONS: a telemetry batch is at most 32 KiB, refused before it is read whole. */
 export const TELEMETRY_MAX_BYTES = 32 * 1024;
@@ -88,7 +88,9 @@ export const playbackRoutes = (vod: Vod): Router => {
       return;
     }
     await pipeline(Readable.from(file.body), res).catch((err: unknown) => {
-      req.log.warn({ err }, "delivery interrupted");
+      // A player that seeks or closes hangs up mid-segment all the time: nothing to act on.
+      if (isDisconnect(err)) logDisconnect(req, err);
+      else req.log.error({ err, path: loggedPath(req.path) }, "delivery failed");
     });
   };
   router.get("/v1/play/:token/*path", media, serve);

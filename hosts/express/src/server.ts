@@ -4,6 +4,7 @@ import type { Vod } from "@vod/core";
 import { createApiApp } from "./api-app.js";
 import { type ComposeOverrides, composeVod } from "./compose.js";
 import type { HostConfig } from "./config.js";
+import { answerClientError } from "./http.js";
 import { createLogger, type Logger } from "./logger.js";
 import { mediaRoutes } from "./media-app.js";
 import { drmRoutes, playbackRoutes } from "./playback-routes.js";
@@ -43,6 +44,7 @@ export const startHost = async (
     res.once("close", () => answering.delete(res));
     handle(req, res);
   });
+  server.on("clientError", answerClientError(logger));
   // Behind a load balancer, idle keep-alive sockets must outlive the balancer's own timeout.
   server.keepAliveTimeout = 65_000;
   server.headersTimeout = 66_000;

@@ -27,9 +27,21 @@ export const startWorker = async (
       const context = { job_id: job.id, asset_id: job.data.asset_id, attempt: job.attempt };
       log.info(context, "processing started");
       return vod.processing.processAsset(job).pipe(
-        Effect.tap(() =>
-          Effect.sync(() => log.info({ ...context, ms: Date.now() - started }, "processing done")),
+        // The outcome named as it is: a job that failed its asset did not finish "done".
+        Effect.tap((outcome) =>
+          Effect.sync(() => {
+            const ms = Date.now() - started;
+            if (outcome.status === "ready") log.info({ ...context, ms }, "processing done");
+            else if (outcome.status === "skipped") log.info({ ...context, ms }, "processing skipped");
+            // processing_error is ours (retries exhausted); the other codes are the media's.
+            else
+              log[outcome.failure_code === "processing_error" ? "warn" : "info"](
+                { ...context, ms, failure_code: outcome.failure_code },
+                "processing failed",
+              );
+          }),
         ),
+        Effect.asVoid,
         Effect.tapError((e) =>
           Effect.sync(() => log.warn({ ...context, err: e.message }, "processing attempt failed")),
         ),
