@@ -78,8 +78,8 @@ export interface ObjectStore {
   /**
    * Optional: the store takes part PUTs itself, from the client, and signs their URLs (a bucket's
    * signed URLs): the bytes never pass through the host. The URL takes a `PUT` of exactly
-   * `part.size` raw bytes for that part of that upload until `expiresAt` (ms; a time already past
-   * gives a URL that is refused), answers with the part's `ETag`, and refuses any other method,
+   * `part.size` raw bytes for that part of that upload until `expiresAt` (ms, in the future; V4
+   * signed URLs have a resolution of a second), answers with the part's `ETag`, and refuses any other method,
    * part, size, or a changed URL. Parts may be sent in parallel, each URL on its own.
    * Without it the core hands out URLs of the media app, which pass the bytes to `receivePart`.
    */
