@@ -223,6 +223,25 @@ describe("gcs-test-server: JSON API through @google-cloud/storage", () => {
     await expect(careless.bucket(server.bucket).file(name).download()).rejects.toMatchObject({ code: 401 });
   });
 
+  it("keeps an object that ifGenerationMatch=0 would overwrite (412), and composes objects", async () => {
+    const name = uniqueName("precondition");
+    const file = storage.bucket(server.bucket).file(name);
+    await file.save(Buffer.from("first"), { resumable: false, preconditionOpts: { ifGenerationMatch: 0 } });
+    await expect(
+      file.save(Buffer.from("second"), { resumable: false, preconditionOpts: { ifGenerationMatch: 0 } }),
+    ).rejects.toMatchObject({ code: 412 });
+    expect((await server.backdoor.read(name))?.toString()).toBe("first");
+
+    const other = uniqueName("precondition");
+    await server.backdoor.write(other, Buffer.from("+more"));
+    const joined = uniqueName("composed");
+    await storage.bucket(server.bucket).combine([name, other], joined);
+    expect((await server.backdoor.read(joined))?.toString()).toBe("first+more");
+    expect(await server.backdoor.objects(joined)).toMatchObject([{ size: 10, componentCount: 2 }]);
+    const [downloaded] = await storage.bucket(server.bucket).file(joined).download();
+    expect(downloaded.toString()).toBe("first+more");
+  });
+
   it("answers 501 naming a call it does not implement", async () => {
     const res = await fetch(`${server.endpoint}/storage/v1/b/${server.bucket}/o?matchGlob=**.ts`, {
       headers: await bearer(),
@@ -332,7 +351,12 @@ describe("gcs-test-server: XML multipart upload with V4-signed part URLs", () =>
     const whole = Buffer.concat(bodies);
     expect(digest(await server.backdoor.read(name))).toEqual(digest(whole));
     const [object] = await server.backdoor.objects(name);
-    expect(object).toMatchObject({ size: whole.length, contentType: "video/mp4", componentCount: 3 });
+    expect(object).toMatchObject({
+      size: whole.length,
+      contentType: "video/mp4",
+      metadata: { upload: "upl_1" },
+      componentCount: 3,
+    });
     expect(object?.md5Hash).toBeUndefined();
     expect(server.backdoor.uploads().some((u) => u.uploadId === uploadId)).toBe(false);
     // The SDK validates the composite object's CRC32C on a whole read.
@@ -399,6 +423,34 @@ describe("gcs-test-server: XML multipart upload with V4-signed part URLs", () =>
     expect(accepted.status).toBe(200);
     expect(server.backdoor.uploads().find((u) => u.uploadId === uploadId)?.parts).toEqual([
       { number: 2, size: body.length, etag: `"${md5Hex(body)}"` },
+    ]);
+  });
+
+  it("checks a signed Content-Length against the body sent", async () => {
+    const name = uniqueName("sized");
+    const uploadId = await initiate(name);
+    const [url] = await storage
+      .bucket(server.bucket)
+      .file(name)
+      .getSignedUrl({
+        version: "v4",
+        action: "write",
+        expires: Date.now() + 60_000,
+        extensionHeaders: { "content-length": "1000" },
+        queryParams: { partNumber: "1", uploadId },
+      });
+    const shorter = await putPart(url, seeded(60, 999));
+    expect(shorter.status).toBe(403);
+    expect(codeOf(await shorter.text())).toBe("SignatureDoesNotMatch");
+    const exact = await putPart(url, seeded(60, 1000));
+    expect(exact.status).toBe(200);
+    expect(
+      server.backdoor
+        .calls()
+        .filter((c) => c.query.includes(encodeURIComponent(uploadId)) && c.method === "PUT"),
+    ).toMatchObject([
+      { auth: "none", status: 403 },
+      { auth: "signed", status: 200 },
     ]);
   });
 
