@@ -1,3 +1,4 @@
+import { spawn } from "node:child_process";
 import {
   createCipheriv,
   createHash,
@@ -6,6 +7,10 @@ import {
   randomBytes,
   sign,
 } from "node:crypto";
+import { once } from "node:events";
+import { existsSync, readFileSync } from "node:fs";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
 import { Storage } from "@google-cloud/storage";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createGcsTestServer, type GcsTestServer } from "../src/gcs-test-server/index.js";
@@ -526,4 +531,43 @@ describe("gcs-test-server: XML multipart upload with V4-signed part URLs", () =>
     const head = await fetch(url, { method: "HEAD" });
     expect(head.status).toBe(403);
   });
+});
+
+describe("gcs-test-server: the CLI", () => {
+  it("prints one JSON line once listening, serves, and cleans up on SIGTERM", async () => {
+    const bin = fileURLToPath(new URL("../bin/gcs-test-server.mjs", import.meta.url));
+    const child = spawn(process.execPath, [bin, "--port", "0", "--bucket", "cli-bucket"], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    try {
+      const lines = createInterface({ input: child.stdout });
+      const [first] = (await once(lines, "line")) as [string];
+      const printed = JSON.parse(first) as { endpoint: string; bucket: string; credentials: string };
+      expect(printed).toEqual({
+        endpoint: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+$/),
+        bucket: "cli-bucket",
+        credentials: expect.any(String),
+      });
+      const key = JSON.parse(readFileSync(printed.credentials, "utf8"));
+      expect(key).toMatchObject({ type: "service_account", token_uri: `${printed.endpoint}/token` });
+
+      const cli = new Storage({
+        apiEndpoint: printed.endpoint,
+        keyFilename: printed.credentials,
+        useAuthWithCustomEndpoint: true,
+      });
+      cli.authClient.useJWTAccessWithScope = true;
+      await cli.bucket("cli-bucket").file("hello.txt").save("hello", { resumable: false });
+      const [bytes] = await cli.bucket("cli-bucket").file("hello.txt").download();
+      expect(bytes.toString()).toBe("hello");
+      expect((await fetch(`${printed.endpoint}/storage/v1/b/cli-bucket/o`)).status).toBe(401);
+
+      child.kill("SIGTERM");
+      const [code] = await once(child, "exit");
+      expect(code).toBe(0);
+      expect(existsSync(printed.credentials)).toBe(false);
+    } finally {
+      if (child.exitCode === null) child.kill("SIGKILL");
+    }
+  }, 120_000);
 });
