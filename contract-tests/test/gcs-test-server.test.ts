@@ -533,6 +533,104 @@ describe("gcs-test-server: XML multipart upload with V4-signed part URLs", () =>
   });
 });
 
+describe("gcs-test-server: what clients get wrong", () => {
+  it("answers malformed requests with a 4xx in GCS's shape, never a 5xx", async () => {
+    const name = uniqueName("malformed");
+    const uploadId = await initiate(name);
+    const auth = await bearer();
+    const base = `${server.endpoint}/storage/v1/b/${server.bucket}/o`;
+    const attempts: Array<[string, RequestInit]> = [
+      [`${base}/%E0%A4%A`, { headers: auth }],
+      [`${base}?maxResults=-1`, { headers: auth }],
+      [`${base}?pageToken=%%%`, { headers: auth }],
+      [`${base}`, { headers: { Authorization: "Bearer a.b.c" } }],
+      [`${base}`, { headers: { Authorization: "Basic Zm9vOmJhcg==" } }],
+      [
+        `${server.endpoint}/upload/storage/v1/b/${server.bucket}/o?uploadType=multipart&name=x`,
+        {
+          method: "POST",
+          headers: { ...auth, "Content-Type": "multipart/related; boundary=b" },
+          body: "--b\r\nnope",
+        },
+      ],
+      [
+        `${server.endpoint}/upload/storage/v1/b/${server.bucket}/o?uploadType=resumable&name=x`,
+        { method: "POST", headers: { ...auth, "Content-Type": "application/json" }, body: "{not json" },
+      ],
+      [
+        `${server.endpoint}/upload/storage/v1/b/${server.bucket}/o?uploadType=resumable&upload_id=nope`,
+        { method: "PUT", body: "x" },
+      ],
+      [
+        xmlUrl(name, `uploadId=${encodeURIComponent(uploadId)}`),
+        { method: "POST", headers: auth, body: "<Complete>" },
+      ],
+      [
+        xmlUrl(name, `uploadId=${encodeURIComponent(uploadId)}`),
+        { method: "POST", headers: auth, body: completeBody([]) },
+      ],
+      [
+        xmlUrl(name, `partNumber=0&uploadId=${encodeURIComponent(uploadId)}`),
+        { method: "PUT", headers: auth, body: "x" },
+      ],
+      [
+        xmlUrl(name, `partNumber=10001&uploadId=${encodeURIComponent(uploadId)}`),
+        { method: "PUT", headers: auth, body: "x" },
+      ],
+      [
+        xmlUrl(name, `partNumber=1&uploadId=${encodeURIComponent(uploadId)}`),
+        { method: "PUT", headers: { ...auth, "Content-MD5": "AAAAAAAAAAAAAAAAAAAAAA==" }, body: "x" },
+      ],
+      [xmlUrl(name, "X-Goog-Algorithm=GOOG4-RSA-SHA256&X-Goog-Date=yesterday"), {}],
+      [
+        xmlUrl(
+          name,
+          "X-Goog-Algorithm=GOOG4-RSA-SHA256&X-Goog-Credential=a%2F20200101%2Fauto%2Fstorage%2Fgoog4_request&X-Goog-Date=20200101T000000Z&X-Goog-Expires=999999&X-Goog-SignedHeaders=host&X-Goog-Signature=zz",
+        ),
+        {},
+      ],
+      [`${server.endpoint}/other-bucket/x`, { headers: auth }],
+      [server.keyFile.token_uri, { method: "POST", body: "grant_type=password" }],
+      [
+        server.keyFile.token_uri,
+        {
+          method: "POST",
+          body: "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=x.y.z",
+        },
+      ],
+    ];
+    for (const [url, init] of attempts) {
+      const res = await fetch(url, init);
+      const text = await res.text();
+      expect({ url, status: res.status >= 400 && res.status < 500 }).toEqual({ url, status: true });
+      expect(text.startsWith("{") || text.startsWith("<?xml"), `${url}: ${text}`).toBe(true);
+    }
+    expect(server.backdoor.uploads().find((u) => u.uploadId === uploadId)?.parts).toEqual([]);
+  });
+
+  it("survives a client that hangs up in the middle of a part, leaving nothing on disk", async () => {
+    const name = uniqueName("hangup");
+    const uploadId = await initiate(name);
+    const filesBefore = server.backdoor.files();
+    const url = new URL(await partUrl(name, uploadId, 1));
+    const { request } = await import("node:http");
+    await new Promise<void>((resolve) => {
+      const req = request(url, { method: "PUT", headers: { "Content-Length": String(8 * MiB) } });
+      req.on("error", () => resolve());
+      req.write(seeded(70, 1 * MiB), () => setImmediate(() => req.destroy()));
+      req.on("close", () => resolve());
+    });
+    // The server notices the hang-up asynchronously: wait (bounded) until the partial file is gone.
+    for (let i = 0; i < 200 && server.backdoor.files() !== filesBefore; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    expect(server.backdoor.files()).toBe(filesBefore);
+    expect(server.backdoor.uploads().find((u) => u.uploadId === uploadId)?.parts).toEqual([]);
+    const retry = await putPart(await partUrl(name, uploadId, 1), seeded(70, 1000));
+    expect(retry.status).toBe(200);
+  });
+});
+
 describe("gcs-test-server: the CLI", () => {
   it("prints one JSON line once listening, serves, and cleans up on SIGTERM", async () => {
     const bin = fileURLToPath(new URL("../bin/gcs-test-server.mjs", import.meta.url));
