@@ -1,5 +1,7 @@
+import { createPrivateKey, type KeyObject, sign } from "node:crypto";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
+import { promisify } from "node:util";
 import { type File, Storage, type StorageOptions } from "@google-cloud/storage";
 import {
   type ByteStream,
@@ -82,6 +84,31 @@ const readAll = async (body: ByteStream | Uint8Array) => {
 };
 
 /**
+ * The SDK's V4 signer signs each URL through `authClient.sign`, which with a key file parses the
+ * PEM key again for every signature and signs on the main thread: 2.7 ms a URL here, 27 s for the
+ * 10,000 part URLs of an upload's start. The same RSA-SHA256 signature with the key parsed once,
+ * computed on libuv's thread pool, costs a third and blocks nothing. Without a key (Cloud Run's
+ * service account) it stays the SDK's own path: IAM signBlob.
+ */
+const signWithParsedKey = (auth: Storage["authClient"]) => {
+  const sdkSign = auth.sign.bind(auth);
+  const signAsync = promisify(sign);
+  let key: Promise<KeyObject | undefined> | undefined;
+  auth.sign = async (data: string, endpoint?: string) => {
+    key ??= auth.getClient().then(async (client) => {
+      const pem = (client as { key?: unknown }).key;
+      const universe = await auth.getUniverseDomain();
+      return typeof pem === "string" && pem !== "" && universe === "googleapis.com"
+        ? createPrivateKey(pem)
+        : undefined;
+    });
+    const parsed = await key;
+    if (!parsed) return sdkSign(data, endpoint);
+    return (await signAsync("RSA-SHA256", Buffer.from(data), parsed)).toString("base64");
+  };
+};
+
+/**
  * The ObjectStore port on a Google Cloud Storage bucket. Multipart uploads are the XML API's:
  * the client PUTs each part on a V4-signed URL (`partUploadUrl`; signed with the service
  * account's key, or through IAM signBlob where there is none, as the SDK does), resume lists the
@@ -103,6 +130,7 @@ export const gcsObjectStore = (
   // A test server has no OAuth token endpoint (google-auth-library posts to Google's whatever
   // the key file says): self-signed JWTs, which Google accepts too, need none.
   if (config.apiEndpoint) storage.authClient.useJWTAccessWithScope = true;
+  signWithParsedKey(storage.authClient);
   const bucket = storage.bucket(config.bucket);
   const prefix = config.prefix ?? "";
   /** The XML API shares the JSON API's host (storage.googleapis.com), path style. */

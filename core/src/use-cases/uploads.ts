@@ -89,8 +89,12 @@ export const makeUploads = (ports: VodPorts, config: VodConfig) => {
     );
   };
 
+  // A store's signatures may be remote calls (IAM signBlob) or work off the main thread: several
+  // at once. The media app's HMAC is synchronous, and unchanged by it.
   const partUrls = (session: UploadSession, numbers: ReadonlyArray<number>) =>
-    Effect.forEach(numbers, (number) => Effect.map(partUrl(session, number), (url) => ({ number, url })));
+    Effect.forEach(numbers, (number) => Effect.map(partUrl(session, number), (url) => ({ number, url })), {
+      concurrency: 8,
+    });
 
   /** A session past its expiry is closed as expired, and its parts removed, when it is next seen. */
   const settleExpiry = (session: UploadSession) =>
