@@ -1,12 +1,13 @@
 import { randomBytes } from "node:crypto";
 import { Storage } from "@google-cloud/storage";
 import { gcsObjectStore } from "@vod/adapter-gcs";
-import { describeObjectStore, type ObjectStoreBackdoor, suiteName, uid } from "@vod/contract-tests";
+import { describeObjectStore, suiteName, uid } from "@vod/contract-tests";
 import { afterAll, beforeAll, describe } from "vitest";
 import {
   createGcsTestServer,
   type GcsTestServer,
 } from "../../../contract-tests/src/gcs-test-server/index.js";
+import { gcsTestBackdoor } from "./backdoor.js";
 
 const capabilities = {
   receivePart: false,
@@ -14,12 +15,6 @@ const capabilities = {
   localPath: false,
   hashesOnAssembly: false,
 } as const;
-
-/** The bucket's upload id of a core upload, from the store's marker object, read beside the store. */
-const markerUploadId = (bytes: Uint8Array | undefined) =>
-  bytes === undefined
-    ? undefined
-    : (JSON.parse(Buffer.from(bytes).toString("utf8")) as { gcsUploadId: string }).gcsUploadId;
 
 describe("GCS object store on the test server", () => {
   let server: GcsTestServer;
@@ -38,21 +33,7 @@ describe("GCS object store on the test server", () => {
       keyFilename: server.credentialsPath,
       delivery,
     });
-    const backdoor: ObjectStoreBackdoor = {
-      read: async (key) => server.backdoor.read(`${prefix}${key}`),
-      exists: async (key) => (await server.backdoor.read(`${prefix}${key}`)) !== undefined,
-      storedParts: async (uploadId) => {
-        const gcsId = markerUploadId(await server.backdoor.read(`${prefix}.multipart/${uploadId}`));
-        const upload = server.backdoor.uploads().find((u) => u.uploadId === gcsId);
-        if (!upload) return [];
-        return Promise.all(
-          upload.parts.map(async ({ number }) => ({
-            number,
-            bytes: new Uint8Array((await server.backdoor.readPart(upload.uploadId, number))!),
-          })),
-        );
-      },
-    };
+    const backdoor = gcsTestBackdoor(server, prefix);
     return { store, backdoor, cleanup: async () => {} };
   };
 
