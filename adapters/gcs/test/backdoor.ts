@@ -15,13 +15,10 @@ export const gcsTestBackdoor = (server: GcsTestServer, prefix = ""): ObjectStore
   storedParts: async (uploadId) => {
     const marker = await server.backdoor.read(`${prefix}.multipart/${uploadId}`);
     const gcsId = marker && (JSON.parse(marker.toString("utf8")) as { gcsUploadId: string }).gcsUploadId;
-    const upload = server.backdoor.uploads().find((u) => u.uploadId === gcsId);
-    if (!upload) return [];
-    return Promise.all(
-      upload.parts.map(async ({ number }) => ({
-        number,
-        bytes: new Uint8Array((await server.backdoor.readPart(upload.uploadId, number)) ?? []),
-      })),
-    );
+    if (!gcsId) return [];
+    return (await server.backdoor.partBodies(gcsId)).map(({ number, bytes }) => ({
+      number,
+      bytes: new Uint8Array(bytes),
+    }));
   },
 });
