@@ -135,6 +135,16 @@ describe("the host on a GCS bucket", () => {
       expect(new Uint8Array(await range.arrayBuffer())).toEqual(bytes.subarray(0, 100));
     }, 120_000);
 
+    it("answers the media app's part route 404: parts go to the bucket's own URLs", async () => {
+      const e = Math.floor(Date.now() / 1000) + 3600;
+      const put = await fetch(`${host.url}/v1/uploads/upl_x/parts/1?t=${tenantId}&e=${e}&s=abc`, {
+        method: "PUT",
+        body: new Uint8Array(10),
+      });
+      expect(put.status).toBe(404);
+      expect(await put.json()).toMatchObject({ error: "not_found", code: "not_found" });
+    });
+
     it("fails the asset with checksum_mismatch when the bytes differ from the declared sha256", async () => {
       const declared = sha256(new Uint8Array([1, 2, 3]));
       const assetId = await upload(host.url, auth, source, declared);
