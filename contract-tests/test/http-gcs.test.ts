@@ -2,11 +2,17 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { manualClock, memoryBackdoor, memoryStorage } from "@vod/adapter-memory";
-import { describeHttpApi, startFakeGoogle, testHostEnv, uid } from "@vod/contract-tests";
+import {
+  createGcsTestServer,
+  describeHttpApi,
+  type GcsTestServer,
+  startFakeGoogle,
+  testHostEnv,
+  uid,
+} from "@vod/contract-tests";
 import { loadConfig, startHost } from "@vod/host-express";
 import { afterAll, beforeAll } from "vitest";
 import { gcsTestBackdoor } from "../../adapters/gcs/test/backdoor.js";
-import { createGcsTestServer, type GcsTestServer } from "../src/gcs-test-server/index.js";
 
 // The host composes its object store from VOD_OBJECT_STORE=gcs exactly as in production, with
 // Application Default Credentials from GOOGLE_APPLICATION_CREDENTIALS, pointed at the GCS test

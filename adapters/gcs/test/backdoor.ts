@@ -1,5 +1,4 @@
-import type { ObjectStoreBackdoor } from "@vod/contract-tests";
-import type { GcsTestServer } from "../../../contract-tests/src/gcs-test-server/index.js";
+import type { GcsTestServer, ObjectStoreBackdoor } from "@vod/contract-tests";
 
 /**
  * What the GCS store really put in the test server's bucket, read around the protocol: objects by

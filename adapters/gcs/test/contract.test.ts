@@ -1,12 +1,14 @@
 import { randomBytes } from "node:crypto";
 import { Storage } from "@google-cloud/storage";
 import { gcsObjectStore } from "@vod/adapter-gcs";
-import { describeObjectStore, suiteName, uid } from "@vod/contract-tests";
-import { afterAll, beforeAll, describe } from "vitest";
 import {
   createGcsTestServer,
+  describeObjectStore,
   type GcsTestServer,
-} from "../../../contract-tests/src/gcs-test-server/index.js";
+  suiteName,
+  uid,
+} from "@vod/contract-tests";
+import { afterAll, beforeAll, describe } from "vitest";
 import { gcsTestBackdoor } from "./backdoor.js";
 
 const capabilities = {

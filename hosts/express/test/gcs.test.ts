@@ -2,12 +2,14 @@ import { createHash } from "node:crypto";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { suiteName, temporarySchemas, testServices } from "@vod/contract-tests";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   createGcsTestServer,
   type GcsTestServer,
-} from "../../../contract-tests/src/gcs-test-server/index.js";
+  suiteName,
+  temporarySchemas,
+  testServices,
+} from "@vod/contract-tests";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call, freePort, makeVideo, settledAsset, signUp, startServe, stop } from "./support.js";
 
 const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
