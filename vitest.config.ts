@@ -13,6 +13,7 @@ export default defineConfig({
       "@vod/adapter-postgres": src("adapters/postgres"),
       "@vod/adapter-redis": src("adapters/redis"),
       "@vod/adapter-filesystem": src("adapters/filesystem"),
+      "@vod/adapter-gcs": src("adapters/gcs"),
       "@vod/adapter-ffmpeg": src("adapters/ffmpeg"),
       "@vod/adapter-jose": src("adapters/jose"),
       "@vod/adapter-argon2": src("adapters/argon2"),

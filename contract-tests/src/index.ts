@@ -2,6 +2,7 @@ export type * from "./backdoor.js";
 export * from "./fake-google.js";
 export * from "./fixtures.js";
 export * from "./fuzz/index.js";
+export * from "./gcs-test-server/index.js";
 export * from "./http/index.js";
 export * from "./identity-verifier.js";
 export * from "./job-queue.js";

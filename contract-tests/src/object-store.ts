@@ -5,6 +5,8 @@ import {
   type MultipartRef,
   NotFound,
   type ObjectStore,
+  PartRejected,
+  PartsMismatched,
   StorageError,
   type StoredPart,
 } from "@vod/core";
@@ -26,9 +28,13 @@ export interface ObjectStoreBackdoor {
   ): Promise<ReadonlyArray<{ readonly number: number; readonly bytes: Uint8Array }>>;
 }
 
+/** A backdoor that may not read parts back (a real bucket: GCS has no call for it). */
+export type ObjectStoreSubjectBackdoor = Omit<ObjectStoreBackdoor, "storedParts"> &
+  Partial<Pick<ObjectStoreBackdoor, "storedParts">>;
+
 export interface ObjectStoreSubject {
   readonly store: ObjectStore;
-  readonly backdoor: ObjectStoreBackdoor;
+  readonly backdoor: ObjectStoreSubjectBackdoor;
   readonly cleanup: () => Promise<void>;
 }
 
@@ -69,13 +75,70 @@ const aRef = (): MultipartRef => ({ uploadId: uid("upl"), key: `origins/${uid("t
 /** The optional capabilities of the port a store declares; their tests run only where declared. */
 export interface ObjectStoreCapabilities {
   readonly receivePart: boolean;
+  readonly partUploadUrl: boolean;
   readonly localPath: boolean;
+  readonly deliveryUrl: boolean;
+  /**
+   * Not a method but a promise: `completeMultipart` hashes what it joins (`AssembledObject.sha256`
+   * is the object's, and part sha256s are checked), where a bucket cannot (null, unchecked).
+   */
+  readonly hashesOnAssembly: boolean;
+  /**
+   * Not a method: the least size of a part that is not the last, at completion (5 MiB on GCS);
+   * default none. Tests that complete uploads make their parts at least this big.
+   */
+  readonly minPartSize?: number;
 }
 
+/** A part PUT as a browser sends it: plain fetch, the raw bytes, no credential but the URL's. */
+const putTo = (url: string, bytes: Uint8Array, method = "PUT") =>
+  fetch(url, { method, ...(method === "GET" || method === "HEAD" ? {} : { body: bytes }) });
+
+const unquote = (etag: string | null) => (etag ?? "").replace(/^"(.*)"$/, "$1");
+
+/** The query parameter of a signed URL that holds the signature: the longest value. */
+const signatureParam = (url: URL) =>
+  [...url.searchParams.entries()].reduce((a, b) => (b[1].length > a[1].length ? b : a))[0];
+
+/** The URL with one character of its signature changed. */
+const tamperedUrl = (url: string) => {
+  const u = new URL(url);
+  const name = signatureParam(u);
+  const value = u.searchParams.get(name)!;
+  u.searchParams.set(name, `${value[0] === "a" ? "b" : "a"}${value.slice(1)}`);
+  return u.toString();
+};
+
+/** `target` carrying the signature of `donor`: a URL signed for one part used for another. */
+const withSignatureOf = (target: string, donor: string) => {
+  const t = new URL(target);
+  const d = new URL(donor);
+  const name = signatureParam(d);
+  t.searchParams.set(name, d.searchParams.get(name)!);
+  return t.toString();
+};
+
+const isClientError = (status: number) => status >= 400 && status < 500;
+
 /**
- * The ObjectStore port, checked through the store's backdoor. Part receiving runs only for stores
- * that take part bodies (`receivePart`), local paths only for stores that have them (`localPath`),
- * as each store declares; a store must have exactly what it declares.
+ * A signed URL that expires in about a second, and a wait until it has: signed URLs count whole
+ * seconds, and a store cannot sign for a time already past.
+ */
+const shortLived = async <A>(sign: (expiresAt: number) => Promise<A>) => {
+  const expiresAt = Date.now() + 1_000;
+  const signed = await sign(expiresAt);
+  await new Promise((resolve) =>
+    setTimeout(resolve, Math.ceil(expiresAt / 1000) * 1000 + 1_100 - Date.now()),
+  );
+  return signed;
+};
+
+/**
+ * The ObjectStore port, checked through the store's backdoor. Multipart uploads run on every
+ * store, their parts sent through `receivePart` or, for a store that signs part URLs
+ * (`partUploadUrl`), by a plain fetch PUT as a browser would; the refusals of each way run where
+ * it is declared, as do local paths (`localPath`) and signed delivery URLs (`deliveryUrl`). A store
+ * must have exactly the methods it declares.
  */
 export const describeObjectStore = (
   name: string,
@@ -85,29 +148,229 @@ export const describeObjectStore = (
   describe(`ObjectStore [${name}]`, () => {
     let subject: ObjectStoreSubject;
     let store: ObjectStore;
-    let disk: ObjectStoreBackdoor;
+    let disk: ObjectStoreSubjectBackdoor;
     beforeEach(async () => {
       subject = await makeSubject();
       store = subject.store;
       disk = subject.backdoor;
-      expect({ receivePart: !!store.receivePart, localPath: !!store.localPath }).toEqual(capabilities);
+      const { hashesOnAssembly: _, minPartSize: __, ...methods } = capabilities;
+      expect({
+        receivePart: !!store.receivePart,
+        partUploadUrl: !!store.partUploadUrl,
+        localPath: !!store.localPath,
+        deliveryUrl: !!store.deliveryUrl,
+      }).toEqual(methods);
     });
     afterEach(async () => subject.cleanup());
 
     const read = async (key: string) => digest(await disk.read(key));
     const fetched = async (key: string, range?: { start: number; end: number }) =>
       digest(await collect(await run(store.get(key, range))));
-    const storedParts = async (uploadId: string) =>
-      (await disk.storedParts(uploadId)).map(({ number, bytes }) => ({ number, ...digest(bytes) }));
+    /** The part bodies the store holds, as the backdoor reads them; where it cannot, not checked. */
+    const expectStoredParts = async (
+      uploadId: string,
+      expected: ReadonlyArray<{ number: number; size?: number; sha256?: string }>,
+    ) => {
+      if (!disk.storedParts) return;
+      const held = await disk.storedParts(uploadId);
+      expect(held.map(({ number, bytes }) => ({ number, ...digest(bytes) }))).toEqual(expected);
+    };
     const parts = (...list: ReadonlyArray<readonly [number, Uint8Array]>) =>
       list.map(([number, bytes]) => ({ number, ...digest(bytes) }));
 
     // Called only from tests registered for the declared capability, which beforeEach checked.
     const receiving = (_ctx: TestContext) => store.receivePart!;
+    const signing = (_ctx: TestContext) => store.partUploadUrl!;
     const localPaths = (_ctx: TestContext) => store.localPath!;
+    const delivering = (_ctx: TestContext) => store.deliveryUrl!;
+    const inTenMinutes = () => Date.now() + 10 * 60_000;
+    /** The whole object's sha256 as `completeMultipart` answers it: null where the store cannot hash. */
+    const assembledSha256 = (bytes: Uint8Array) => (capabilities.hashesOnAssembly ? sha256(bytes) : null);
+    /** A part that is not the last, of `n` bytes or the store's least part size. */
+    const fullPart = (n: number) => someBytes(Math.max(n, capabilities.minPartSize ?? 0));
+
+    /** A part sent the store's way: into `receivePart`, or PUT on a URL the store signed. */
+    const sendPart = async (ref: MultipartRef, number: number, bytes: Uint8Array): Promise<StoredPart> => {
+      if (store.receivePart)
+        return run(
+          store.receivePart(ref, { number, expectedSize: bytes.byteLength }, chunks(bytes, 16 * KiB)),
+        );
+      const url = await run(store.partUploadUrl!(ref, { number, size: bytes.byteLength }, inTenMinutes()));
+      const reply = await putTo(url, bytes);
+      if (reply.status !== 200) throw new Error(`part PUT answered ${reply.status}: ${await reply.text()}`);
+      return { number, size: bytes.byteLength, etag: unquote(reply.headers.get("etag")), sha256: null };
+    };
+
+    describe("multipart uploads", () => {
+      it("stores parts sent out of order and lists them by number with size, etag and sha256", async () => {
+        const ref = aRef();
+        await run(store.createMultipart(ref));
+        await run(store.createMultipart(ref));
+        const bodies = new Map([
+          [1, someBytes(100 * KiB)],
+          [2, someBytes(100 * KiB)],
+          [3, someBytes(1234)],
+        ]);
+        const answers: StoredPart[] = [];
+        for (const n of [3, 1, 2]) answers.push(await sendPart(ref, n, bodies.get(n)!));
+        // A store knows a part's sha256 on receipt, or (sha256 null) only while assembling.
+        const knows = answers[0]!.sha256 !== null;
+        const hashOf = (n: number) => (knows ? sha256(bodies.get(n)!) : null);
+        expect(answers.map((a) => [a.number, a.size, a.sha256])).toEqual([
+          [3, 1234, hashOf(3)],
+          [1, 100 * KiB, hashOf(1)],
+          [2, 100 * KiB, hashOf(2)],
+        ]);
+        const listed = await run(store.listParts(ref));
+        expect(listed).toEqual(
+          [1, 2, 3].map((n) => ({
+            number: n,
+            size: bodies.get(n)!.byteLength,
+            etag: answers.find((a) => a.number === n)!.etag,
+            sha256: hashOf(n),
+          })),
+        );
+        for (const part of listed) expect(part.etag).toMatch(/^[^"\s]+$/);
+        expect(new Set(listed.map((p) => p.etag)).size).toBe(3);
+        await expectStoredParts(ref.uploadId, parts(...[1, 2, 3].map((n) => [n, bodies.get(n)!] as const)));
+      });
+
+      if (capabilities.hashesOnAssembly)
+        it("checks the part sha256 given at completion: on a difference it keeps the parts and stores no object", async () => {
+          const ref = aRef();
+          await run(store.createMultipart(ref));
+          const bodies = [someBytes(100 * KiB), someBytes(100 * KiB), someBytes(300)];
+          for (const [i, bytes] of bodies.entries()) await sendPart(ref, i + 1, bytes);
+          const listed = await run(store.listParts(ref));
+          const wrong = sha256(someBytes(10));
+          const mismatch = await failureOf(
+            store.completeMultipart(ref, [1, 2, 3], {
+              partSha256: new Map([
+                [1, sha256(bodies[0]!)],
+                [2, wrong],
+              ]),
+            }),
+          );
+          expect(mismatch).toBeInstanceOf(PartsMismatched);
+          expect(mismatch).toMatchObject({ parts: [{ number: 2, sha256: sha256(bodies[1]!) }] });
+          expect(await disk.exists(ref.key)).toBe(false);
+          expect(await run(store.listParts(ref))).toEqual(listed);
+          await expectStoredParts(ref.uploadId, parts(...bodies.map((b, i) => [i + 1, b] as const)));
+
+          const whole = concat(...bodies);
+          const assembled = await run(
+            store.completeMultipart(ref, [1, 2, 3], {
+              partSha256: new Map(bodies.map((b, i) => [i + 1, sha256(b)])),
+            }),
+          );
+          expect(assembled).toEqual({ size: whole.byteLength, sha256: sha256(whole) });
+          expect(await read(ref.key)).toEqual(digest(whole));
+          await expectStoredParts(ref.uploadId, []);
+        });
+
+      it("replaces a part sent again", async () => {
+        const ref = aRef();
+        await run(store.createMultipart(ref));
+        const first = someBytes(8 * KiB);
+        const second = someBytes(8 * KiB);
+        const a = await sendPart(ref, 1, first);
+        const b = await sendPart(ref, 1, second);
+        expect(b.etag).not.toBe(a.etag);
+        expect(await run(store.listParts(ref))).toEqual([
+          { number: 1, size: 8 * KiB, etag: b.etag, sha256: b.sha256 === null ? null : sha256(second) },
+        ]);
+        await expectStoredParts(ref.uploadId, parts([1, second]));
+      });
+
+      it("stores every part sent at once to one upload", async () => {
+        const ref = aRef();
+        await run(store.createMultipart(ref));
+        const bodies = Array.from({ length: 8 }, (_, i) =>
+          i < 7 ? fullPart(64 * KiB + i) : someBytes(64 * KiB),
+        );
+        await Promise.all(
+          bodies.map((bytes, i) =>
+            store.receivePart
+              ? run(
+                  store.receivePart(
+                    ref,
+                    { number: i + 1, expectedSize: bytes.byteLength },
+                    chunks(bytes, 4 * KiB, true),
+                  ),
+                )
+              : sendPart(ref, i + 1, bytes),
+          ),
+        );
+        expect(
+          (await run(store.listParts(ref))).map((p) => [
+            p.number,
+            p.size,
+            p.sha256 ?? sha256(bodies[p.number - 1]!),
+          ]),
+        ).toEqual(bodies.map((bytes, i) => [i + 1, bytes.byteLength, sha256(bytes)]));
+        await expectStoredParts(ref.uploadId, parts(...bodies.map((bytes, i) => [i + 1, bytes] as const)));
+        const whole = await run(store.completeMultipart(ref, [1, 2, 3, 4, 5, 6, 7, 8]));
+        expect(whole).toEqual({
+          size: concat(...bodies).byteLength,
+          sha256: assembledSha256(concat(...bodies)),
+        });
+        expect(await read(ref.key)).toEqual(digest(concat(...bodies)));
+      });
+
+      it("joins the given parts in order into the object and removes the parts", async () => {
+        const ref = aRef();
+        await run(store.createMultipart(ref));
+        const bodies = [fullPart(200 * KiB), fullPart(200 * KiB), someBytes(777)];
+        for (const n of [2, 3, 1]) await sendPart(ref, n, bodies[n - 1]!);
+        const whole = concat(...bodies);
+        const assembled = await run(store.completeMultipart(ref, [1, 2, 3]));
+        expect(assembled).toEqual({ size: whole.byteLength, sha256: assembledSha256(whole) });
+        expect(await read(ref.key)).toEqual(digest(whole));
+        expect(await fetched(ref.key)).toEqual(digest(whole));
+        expect(await run(store.head(ref.key))).toEqual(
+          Option.some({ key: ref.key, size: whole.byteLength, contentType: "application/octet-stream" }),
+        );
+        expect(await run(store.listParts(ref))).toEqual([]);
+        await expectStoredParts(ref.uploadId, []);
+      });
+
+      it("answers the same object when completed again", async () => {
+        const ref = aRef();
+        await run(store.createMultipart(ref));
+        const bodies = [fullPart(50 * KiB), someBytes(10)];
+        for (const [i, bytes] of bodies.entries()) await sendPart(ref, i + 1, bytes);
+        const first = await run(store.completeMultipart(ref, [1, 2]));
+        const again = await run(store.completeMultipart(ref, [1, 2]));
+        expect(again).toEqual(first);
+        expect(await read(ref.key)).toEqual(digest(concat(...bodies)));
+      });
+
+      it("fails to complete with a part that is not stored, and writes nothing", async () => {
+        const ref = aRef();
+        await run(store.createMultipart(ref));
+        const bytes = someBytes(KiB);
+        await sendPart(ref, 1, bytes);
+        expect(await failureOf(store.completeMultipart(ref, [1, 2]))).toBeInstanceOf(StorageError);
+        expect(await disk.exists(ref.key)).toBe(false);
+        await expectStoredParts(ref.uploadId, parts([1, bytes]));
+      });
+
+      it("aborts by removing every part, and aborting again is harmless", async () => {
+        const ref = aRef();
+        await run(store.createMultipart(ref));
+        await sendPart(ref, 1, someBytes(KiB));
+        await sendPart(ref, 2, someBytes(KiB));
+        await run(store.abortMultipart(ref));
+        expect(await run(store.listParts(ref))).toEqual([]);
+        await expectStoredParts(ref.uploadId, []);
+        expect(await disk.exists(ref.key)).toBe(false);
+        await run(store.abortMultipart(ref));
+        await run(store.abortMultipart(aRef()));
+      });
+    });
 
     if (capabilities.receivePart)
-      describe("multipart uploads received by the store", () => {
+      describe("parts received by the store", () => {
         const send = (
           ctx: TestContext,
           ref: MultipartRef,
@@ -121,94 +384,24 @@ export const describeObjectStore = (
             chunks(bytes, 16 * KiB),
           );
 
-        it("stores parts sent out of order and lists them by number with size, etag and sha256", async (ctx) => {
-          const ref = aRef();
-          await run(store.createMultipart(ref));
-          await run(store.createMultipart(ref));
-          const bodies = new Map([
-            [1, someBytes(100 * KiB)],
-            [2, someBytes(100 * KiB)],
-            [3, someBytes(1234)],
-          ]);
-          const answers: StoredPart[] = [];
-          for (const n of [3, 1, 2]) answers.push(await run(send(ctx, ref, n, bodies.get(n)!)));
-          // A store knows a part's sha256 on receipt, or (sha256 null) only while assembling.
-          const knows = answers[0]!.sha256 !== null;
-          const hashOf = (n: number) => (knows ? sha256(bodies.get(n)!) : null);
-          expect(answers.map((a) => [a.number, a.size, a.sha256])).toEqual([
-            [3, 1234, hashOf(3)],
-            [1, 100 * KiB, hashOf(1)],
-            [2, 100 * KiB, hashOf(2)],
-          ]);
-          const listed = await run(store.listParts(ref));
-          expect(listed).toEqual(
-            [1, 2, 3].map((n) => ({
-              number: n,
-              size: bodies.get(n)!.byteLength,
-              etag: answers.find((a) => a.number === n)!.etag,
-              sha256: hashOf(n),
-            })),
-          );
-          for (const part of listed) expect(part.etag).toMatch(/^[^"\s]+$/);
-          expect(new Set(listed.map((p) => p.etag)).size).toBe(3);
-          expect(await storedParts(ref.uploadId)).toEqual(
-            parts(...[1, 2, 3].map((n) => [n, bodies.get(n)!] as const)),
-          );
-        });
-
-        it("checks the part sha256 given at completion: on a difference it keeps the parts and stores no object", async (ctx) => {
-          const ref = aRef();
-          await run(store.createMultipart(ref));
-          const bodies = [someBytes(100 * KiB), someBytes(100 * KiB), someBytes(300)];
-          for (const [i, bytes] of bodies.entries()) await run(send(ctx, ref, i + 1, bytes));
-          const listed = await run(store.listParts(ref));
-          const wrong = sha256(someBytes(10));
-          const mismatch = await failureOf(
-            store.completeMultipart(ref, [1, 2, 3], {
-              partSha256: new Map([
-                [1, sha256(bodies[0]!)],
-                [2, wrong],
-              ]),
-            }),
-          );
-          expect(mismatch).toEqual({
-            _tag: "PartsMismatched",
-            parts: [{ number: 2, sha256: sha256(bodies[1]!) }],
-          });
-          expect(await disk.exists(ref.key)).toBe(false);
-          expect(await run(store.listParts(ref))).toEqual(listed);
-          expect(await storedParts(ref.uploadId)).toEqual(
-            parts(...bodies.map((b, i) => [i + 1, b] as const)),
-          );
-
-          const whole = concat(...bodies);
-          const assembled = await run(
-            store.completeMultipart(ref, [1, 2, 3], {
-              partSha256: new Map(bodies.map((b, i) => [i + 1, sha256(b)])),
-            }),
-          );
-          expect(assembled).toEqual({ size: whole.byteLength, sha256: sha256(whole) });
-          expect(await read(ref.key)).toEqual(digest(whole));
-          expect(await storedParts(ref.uploadId)).toEqual([]);
-        });
-
         it("refuses a short part with the count received, and stores nothing", async (ctx) => {
           const ref = aRef();
           await run(store.createMultipart(ref));
           const rejected = await failureOf(send(ctx, ref, 1, someBytes(999), 1000));
-          expect(rejected).toEqual({ _tag: "PartRejected", reason: "wrong_size", received: 999 });
+          expect(rejected).toBeInstanceOf(PartRejected);
+          expect(rejected).toMatchObject({ reason: "wrong_size", received: 999 });
           expect(await run(store.listParts(ref))).toEqual([]);
-          expect(await storedParts(ref.uploadId)).toEqual([]);
+          await expectStoredParts(ref.uploadId, []);
         });
 
         it("refuses a long part, and stores nothing", async (ctx) => {
           const ref = aRef();
           await run(store.createMultipart(ref));
           const rejected = await failureOf(send(ctx, ref, 1, someBytes(1001), 1000));
-          expect(rejected).toMatchObject({ _tag: "PartRejected", reason: "wrong_size" });
-          expect((rejected as { received: number }).received).toBeGreaterThan(1000);
+          expect(rejected).toBeInstanceOf(PartRejected);
+          expect((rejected as PartRejected).received).toBeGreaterThan(1000);
           expect(await run(store.listParts(ref))).toEqual([]);
-          expect(await storedParts(ref.uploadId)).toEqual([]);
+          await expectStoredParts(ref.uploadId, []);
         });
 
         it("stops reading a part as soon as it is too long", async (ctx) => {
@@ -228,10 +421,10 @@ export const describeObjectStore = (
           const rejected = await failureOf(
             receiving(ctx)(ref, { number: 1, expectedSize: 64 * KiB }, endless()),
           );
-          expect(rejected).toMatchObject({ _tag: "PartRejected", reason: "wrong_size" });
+          expect(rejected).toBeInstanceOf(PartRejected);
           expect(pulled).toBeLessThan(64 * KiB + 2 * MiB);
           expect(closed).toBe(true);
-          expect(await storedParts(ref.uploadId)).toEqual([]);
+          await expectStoredParts(ref.uploadId, []);
         });
 
         it("keeps the earlier copy of a part when a resend is refused", async (ctx) => {
@@ -241,98 +434,81 @@ export const describeObjectStore = (
           await failureOf(send(ctx, ref, 2, someBytes(3 * KiB), 4 * KiB));
           await failureOf(send(ctx, ref, 2, someBytes(5 * KiB), 4 * KiB));
           expect(await run(store.listParts(ref))).toEqual([stored]);
-          expect(await storedParts(ref.uploadId)).toEqual(parts([2, good]));
+          await expectStoredParts(ref.uploadId, parts([2, good]));
         });
+      });
 
-        it("replaces a part sent again", async (ctx) => {
-          const ref = aRef();
-          const first = someBytes(8 * KiB);
-          const second = someBytes(8 * KiB);
-          const a = await run(send(ctx, ref, 1, first));
-          const b = await run(send(ctx, ref, 1, second));
-          expect(b.etag).not.toBe(a.etag);
-          expect(await run(store.listParts(ref))).toEqual([
-            { number: 1, size: 8 * KiB, etag: b.etag, sha256: b.sha256 === null ? null : sha256(second) },
-          ]);
-          expect(await storedParts(ref.uploadId)).toEqual(parts([1, second]));
-        });
+    if (capabilities.partUploadUrl)
+      describe("part URLs signed by the store", () => {
+        /** Refused with a 4xx, and nothing of it stored. */
+        const expectRefused = async (reply: Response) => {
+          expect(isClientError(reply.status), `status ${reply.status}`).toBe(true);
+          expect(reply.headers.get("etag")).toBeNull();
+        };
 
-        it("stores every part sent at once to one upload", async (ctx) => {
+        it("takes parts PUT in parallel by plain fetch, each answered with its ETag, and joins them", async (ctx) => {
           const ref = aRef();
           await run(store.createMultipart(ref));
-          const bodies = Array.from({ length: 8 }, (_, i) => someBytes(64 * KiB + i));
-          await Promise.all(
-            bodies.map((bytes, i) =>
-              run(
-                receiving(ctx)(
-                  ref,
-                  { number: i + 1, expectedSize: bytes.byteLength },
-                  chunks(bytes, 4 * KiB, true),
-                ),
-              ),
+          const bodies = [fullPart(300 * KiB), fullPart(300 * KiB), fullPart(300 * KiB), someBytes(99)];
+          const urls = await Promise.all(
+            bodies.map((b, i) =>
+              run(signing(ctx)(ref, { number: i + 1, size: b.byteLength }, inTenMinutes())),
             ),
           );
-          expect(
-            (await run(store.listParts(ref))).map((p) => [
-              p.number,
-              p.size,
-              p.sha256 ?? sha256(bodies[p.number - 1]!),
-            ]),
-          ).toEqual(bodies.map((bytes, i) => [i + 1, bytes.byteLength, sha256(bytes)]));
-          expect(await storedParts(ref.uploadId)).toEqual(
-            parts(...bodies.map((bytes, i) => [i + 1, bytes] as const)),
+          const replies = await Promise.all(urls.map((url, i) => putTo(url, bodies[i]!)));
+          for (const reply of replies) {
+            expect(reply.status).toBe(200);
+            expect(reply.headers.get("etag")).toMatch(/^"[^"\s]+"$/);
+          }
+          expect(await run(store.listParts(ref))).toEqual(
+            bodies.map((b, i) => ({
+              number: i + 1,
+              size: b.byteLength,
+              etag: unquote(replies[i]!.headers.get("etag")),
+              sha256: null,
+            })),
           );
-          const whole = await run(store.completeMultipart(ref, [1, 2, 3, 4, 5, 6, 7, 8]));
-          expect(whole.sha256).toBe(sha256(concat(...bodies)));
-        });
-
-        it("joins the given parts in order into the object, hashes it and removes the parts", async (ctx) => {
-          const ref = aRef();
-          await run(store.createMultipart(ref));
-          const bodies = [someBytes(200 * KiB), someBytes(200 * KiB), someBytes(777)];
-          for (const n of [2, 3, 1]) await run(send(ctx, ref, n, bodies[n - 1]!));
+          await expectStoredParts(ref.uploadId, parts(...bodies.map((b, i) => [i + 1, b] as const)));
           const whole = concat(...bodies);
-          const assembled = await run(store.completeMultipart(ref, [1, 2, 3]));
-          expect(assembled).toEqual({ size: whole.byteLength, sha256: sha256(whole) });
+          const assembled = await run(store.completeMultipart(ref, [1, 2, 3, 4]));
+          expect(assembled).toEqual({ size: whole.byteLength, sha256: assembledSha256(whole) });
           expect(await read(ref.key)).toEqual(digest(whole));
-          expect(await fetched(ref.key)).toEqual(digest(whole));
-          expect(await run(store.head(ref.key))).toEqual(
-            Option.some({ key: ref.key, size: whole.byteLength, contentType: "application/octet-stream" }),
-          );
+        });
+
+        it("refuses a tampered URL, an expired one, and one signed for another part or upload", async (ctx) => {
+          const ref = aRef();
+          const other = aRef();
+          await run(store.createMultipart(ref));
+          await run(store.createMultipart(other));
+          const bytes = someBytes(5 * KiB);
+          const url = (r: MultipartRef, number: number, expiresAt = inTenMinutes()) =>
+            run(signing(ctx)(r, { number, size: bytes.byteLength }, expiresAt));
+          const one = await url(ref, 1);
+          await expectRefused(await putTo(tamperedUrl(one), bytes));
+          await expectRefused(await putTo(await shortLived((at) => url(ref, 1, at)), bytes));
+          await expectRefused(await putTo(withSignatureOf(await url(ref, 2), one), bytes));
+          await expectRefused(await putTo(withSignatureOf(await url(other, 1), one), bytes));
           expect(await run(store.listParts(ref))).toEqual([]);
-          expect(await storedParts(ref.uploadId)).toEqual([]);
+          expect(await run(store.listParts(other))).toEqual([]);
+          await expectStoredParts(ref.uploadId, []);
+          // The untouched URL still works.
+          expect((await putTo(one, bytes)).status).toBe(200);
+          await expectStoredParts(ref.uploadId, parts([1, bytes]));
         });
 
-        it("answers the same object when completed again", async (ctx) => {
-          const ref = aRef();
-          const bodies = [someBytes(50 * KiB), someBytes(10)];
-          for (const [i, bytes] of bodies.entries()) await run(send(ctx, ref, i + 1, bytes));
-          const first = await run(store.completeMultipart(ref, [1, 2]));
-          const again = await run(store.completeMultipart(ref, [1, 2]));
-          expect(again).toEqual(first);
-          expect(await read(ref.key)).toEqual(digest(concat(...bodies)));
-        });
-
-        it("fails to complete with a part that is not stored, and writes nothing", async (ctx) => {
-          const ref = aRef();
-          const bytes = someBytes(KiB);
-          await run(send(ctx, ref, 1, bytes));
-          expect(await failureOf(store.completeMultipart(ref, [1, 2]))).toBeInstanceOf(StorageError);
-          expect(await disk.exists(ref.key)).toBe(false);
-          expect(await storedParts(ref.uploadId)).toEqual(parts([1, bytes]));
-        });
-
-        it("aborts by removing every part, and aborting again is harmless", async (ctx) => {
+        it("refuses another method on a part URL, and a body of another size", async (ctx) => {
           const ref = aRef();
           await run(store.createMultipart(ref));
-          await run(send(ctx, ref, 1, someBytes(KiB)));
-          await run(send(ctx, ref, 2, someBytes(KiB)));
-          await run(store.abortMultipart(ref));
-          expect(await run(store.listParts(ref))).toEqual([]);
-          expect(await storedParts(ref.uploadId)).toEqual([]);
-          expect(await disk.exists(ref.key)).toBe(false);
-          await run(store.abortMultipart(ref));
-          await run(store.abortMultipart(aRef()));
+          const bytes = someBytes(4 * KiB);
+          const one = await run(signing(ctx)(ref, { number: 1, size: bytes.byteLength }, inTenMinutes()));
+          expect((await putTo(one, bytes)).status).toBe(200);
+          for (const method of ["GET", "POST", "DELETE"])
+            await expectRefused(await putTo(one, bytes, method));
+          await expectRefused(await putTo(one, bytes.subarray(0, bytes.byteLength - 1)));
+          await expectRefused(await putTo(one, concat(bytes, someBytes(1))));
+          // The part stored before is untouched, and the upload is still open.
+          await expectStoredParts(ref.uploadId, parts([1, bytes]));
+          expect((await run(store.listParts(ref))).map((p) => [p.number, p.size])).toEqual([[1, 4 * KiB]]);
         });
       });
 
@@ -459,6 +635,34 @@ export const describeObjectStore = (
         expect(await disk.exists(`${p}720p/1.m4s`)).toBe(true);
       });
     });
+
+    if (capabilities.deliveryUrl)
+      describe("delivery URLs signed by the store", () => {
+        it("serves the object, and a byte range of it, to a plain GET until the URL expires", async (ctx) => {
+          const key = `renditions/${uid("ast")}/720p/3.m4s`;
+          const bytes = someBytes(300 * KiB);
+          await run(store.put(key, bytes, "video/mp4"));
+          const url = await run(delivering(ctx)(key, Date.now() + 5 * 60_000));
+          const whole = await fetch(url);
+          expect(whole.status).toBe(200);
+          expect(digest(new Uint8Array(await whole.arrayBuffer()))).toEqual(digest(bytes));
+          const part = await fetch(url, { headers: { range: "bytes=1000-1999" } });
+          expect(part.status).toBe(206);
+          expect(part.headers.get("content-range")).toBe(`bytes 1000-1999/${bytes.byteLength}`);
+          expect(digest(new Uint8Array(await part.arrayBuffer()))).toEqual(digest(bytes.slice(1000, 2000)));
+
+          const refused = async (reply: Response) => {
+            expect(isClientError(reply.status), `status ${reply.status}`).toBe(true);
+            await reply.arrayBuffer();
+          };
+          await refused(await fetch(tamperedUrl(url)));
+          await refused(await fetch(await shortLived((at) => run(delivering(ctx)(key, at)))));
+          // A read capability only: it writes and deletes nothing.
+          await refused(await putTo(url, someBytes(10)));
+          await refused(await fetch(url, { method: "DELETE" }));
+          expect(await read(key)).toEqual(digest(bytes));
+        });
+      });
 
     if (capabilities.localPath)
       describe("local paths", () => {

@@ -7,5 +7,5 @@ describeObjectStore(
     const store = memoryObjectStore();
     return { store, backdoor: store.backdoor, cleanup: async () => {} };
   },
-  { receivePart: true, localPath: false },
+  { receivePart: true, partUploadUrl: false, localPath: false, deliveryUrl: false, hashesOnAssembly: true },
 );

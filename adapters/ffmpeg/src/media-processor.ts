@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { createReadStream, createWriteStream } from "node:fs";
 import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -131,23 +132,40 @@ const scratchSpace = (parent: string) => {
     );
 };
 
-/** The source as a local file: in place, or copied into `dir` (containers need seeking). */
+/**
+ * The source as a local file: in place, or copied into `dir` (containers need seeking), hashed on
+ * the way when a sha256 is expected, so that the check costs no second read.
+ */
 const localSource = (
   input: MediaInput,
   dir: string,
-): Effect.Effect<string, MediaRejectedError | StorageError> =>
-  "path" in input
-    ? Effect.succeed(input.path)
-    : Effect.flatMap(input.open(), (stream) =>
-        Effect.tryPromise({
-          try: async (signal) => {
-            const path = join(dir, "source");
-            await pipeline(stream, createWriteStream(path), { signal });
-            return path;
-          },
-          catch: (cause) => rejected("processing_error", "Could not copy the source to scratch space", cause),
-        }),
-      );
+): Effect.Effect<string, MediaRejectedError | StorageError> => {
+  if ("path" in input) return Effect.succeed(input.path);
+  const expected = input.expectedSha256;
+  const hash = createHash("sha256");
+  async function* hashed(source: AsyncIterable<Uint8Array>) {
+    for await (const chunk of source) {
+      hash.update(chunk);
+      yield chunk;
+    }
+  }
+  return Effect.flatMap(input.open(), (stream) =>
+    Effect.tryPromise({
+      try: async (signal) => {
+        const path = join(dir, "source");
+        if (expected === undefined) await pipeline(stream, createWriteStream(path), { signal });
+        else await pipeline(stream, hashed, createWriteStream(path), { signal });
+        return path;
+      },
+      catch: (cause) => rejected("processing_error", "Could not copy the source to scratch space", cause),
+    }),
+  ).pipe(
+    Effect.filterOrFail(
+      () => expected === undefined || hash.digest("hex") === expected,
+      () => rejected("checksum_mismatch", "The source's sha256 differs from the one declared at upload"),
+    ),
+  );
+};
 
 /** A file body opened only when read, so a body the store never reads holds no descriptor. */
 const fileBody = (path: string): ByteStream => ({

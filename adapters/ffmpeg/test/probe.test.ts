@@ -1,5 +1,6 @@
+import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ffmpegMediaProcessor } from "@vod/adapter-ffmpeg";
@@ -55,6 +56,21 @@ describe("probe", () => {
       source_height: 180,
       has_video: true,
       has_audio: false,
+    });
+    expect(await readdir(scratchDir)).toEqual([]);
+  });
+
+  it("checks the expected sha256 of a streamed source as it copies it: a difference is checksum_mismatch", async () => {
+    const open = () => Effect.succeed(createReadStream(sources.small));
+    const actual = createHash("sha256")
+      .update(await readFile(sources.small))
+      .digest("hex");
+    const right = Either.getOrThrow(await probe({ open, expectedSha256: actual }));
+    expect(right).toMatchObject({ source_width: 320, source_height: 180 });
+    const wrong = await probe({ open, expectedSha256: "0".repeat(64) });
+    expect(Either.isLeft(wrong) && wrong.left).toMatchObject({
+      _tag: "MediaRejected",
+      code: "checksum_mismatch",
     });
     expect(await readdir(scratchDir)).toEqual([]);
   });

@@ -19,8 +19,8 @@ import {
   type ByteStream,
   NotFound,
   type ObjectStore,
-  type PartRejected,
-  type PartsMismatched,
+  PartRejected,
+  PartsMismatched,
   StorageError,
   type StoredObject,
   type StoredPart,
@@ -416,7 +416,7 @@ export const filesystemObjectStore = (
                 if (joining.mismatched.length > 0)
                   return {
                     keep: false,
-                    result: { _tag: "PartsMismatched", parts: joining.mismatched } satisfies PartsMismatched,
+                    result: new PartsMismatched({ parts: joining.mismatched }),
                   };
                 const sha256 = joining.sha256();
                 return {
@@ -426,11 +426,11 @@ export const filesystemObjectStore = (
                 };
               },
             );
-            if (!("_tag" in result)) await rm(dir, { recursive: true, force: true });
+            if (!(result instanceof PartsMismatched)) await rm(dir, { recursive: true, force: true });
             return result;
           }),
         ),
-        (r) => ("_tag" in r ? Effect.fail(r) : Effect.succeed(r)),
+        (r) => (r instanceof PartsMismatched ? Effect.fail(r) : Effect.succeed(r)),
       ),
 
     abortMultipart: (ref) =>
@@ -455,7 +455,7 @@ export const filesystemObjectStore = (
             const written = await writeBody(handle, body, { limit: part.expectedSize, durable: false });
             if (!written.complete || written.size !== part.expectedSize) {
               await rm(tmp, { force: true });
-              return { _tag: "PartRejected", reason: "wrong_size", received: written.size };
+              return new PartRejected({ reason: "wrong_size", received: written.size });
             }
             await rename(tmp, target);
           } catch (e) {
@@ -471,7 +471,7 @@ export const filesystemObjectStore = (
           await Promise.all(earlier.map((name) => rm(path.join(dir, name), { force: true })));
           return { number: part.number, size: part.expectedSize, etag, sha256: null };
         },
-      ).pipe(Effect.flatMap((r) => ("_tag" in r ? Effect.fail(r) : Effect.succeed(r)))),
+      ).pipe(Effect.flatMap((r) => (r instanceof PartRejected ? Effect.fail(r) : Effect.succeed(r)))),
 
     put: (key, body, contentType) =>
       attempt(`writing ${key}`, () =>

@@ -4,8 +4,8 @@ import {
   type ByteStream,
   NotFound,
   type ObjectStore,
-  type PartRejected,
-  type PartsMismatched,
+  PartRejected,
+  PartsMismatched,
   StorageError,
   type StoredObject,
   type StoredPart,
@@ -132,8 +132,7 @@ export const memoryObjectStore = (): ObjectStore & {
           const actual = chosen[i]!.sha256;
           return given !== undefined && given !== actual ? [{ number, sha256: actual }] : [];
         });
-        if (mismatched.length > 0)
-          return Effect.fail({ _tag: "PartsMismatched", parts: mismatched } as const);
+        if (mismatched.length > 0) return Effect.fail(new PartsMismatched({ parts: mismatched }));
         const bytes = concat(
           chosen.map((p) => p.bytes),
           chosen.reduce((n, p) => n + p.bytes.byteLength, 0),
@@ -158,8 +157,7 @@ export const memoryObjectStore = (): ObjectStore & {
       }).pipe(
         Effect.flatMap(({ bytes, size }) => {
           if (bytes === undefined || size !== part.expectedSize) {
-            const rejected: PartRejected = { _tag: "PartRejected", reason: "wrong_size", received: size };
-            return Effect.fail(rejected);
+            return Effect.fail(new PartRejected({ reason: "wrong_size", received: size }));
           }
           const sha256 = sha256Hex(bytes);
           let parts = uploads.get(ref.uploadId);

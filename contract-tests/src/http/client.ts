@@ -20,6 +20,12 @@ export interface HttpSubject {
   readonly clock: ManualClockLike;
   /** The identity provider the host trusts (its client id and certificate URL). */
   readonly google: FakeGoogle;
+  /**
+   * The host's object store, where it differs from the media app's default: a bucket signs its
+   * own part URLs (refusing with its own 4xx, not the spec's JSON) and cannot hash what it
+   * assembles (a declared sha256 is then checked by processing, not at completion).
+   */
+  readonly objectStore?: { readonly signsPartUrls: boolean; readonly checksAtCompletion: boolean };
   cleanup(): Promise<void>;
 }
 

@@ -5,11 +5,16 @@ import type { ByteStream } from "./object-store.js";
 
 /**
  * Where the processor reads the source: a local file it may read in place, or bytes it copies
- * to scratch space of its own first (media containers need seeking).
+ * to scratch space of its own first (media containers need seeking). `expectedSha256`: the
+ * sha256 the client declared, which the store could not check when the upload completed; the
+ * processor hashes the bytes as it copies them and rejects a difference (`checksum_mismatch`).
  */
 export type MediaInput =
   | { readonly path: string }
-  | { readonly open: () => Effect.Effect<ByteStream, StorageError> };
+  | {
+      readonly open: () => Effect.Effect<ByteStream, StorageError>;
+      readonly expectedSha256?: string | undefined;
+    };
 
 export interface ProbedSource extends SourceMetadata {
   readonly has_video: boolean;
@@ -66,12 +71,12 @@ export interface PackageOptions {
 }
 
 /**
- * Why media could not be processed. `invalid_media` and `unsupported_codec` are final;
- * `processing_error` is worth a retry.
+ * Why media could not be processed. `invalid_media`, `unsupported_codec` and `checksum_mismatch`
+ * are final; `processing_error` is worth a retry.
  */
 export interface MediaRejected {
   readonly _tag: "MediaRejected";
-  readonly code: "invalid_media" | "unsupported_codec" | "processing_error";
+  readonly code: "invalid_media" | "unsupported_codec" | "checksum_mismatch" | "processing_error";
   readonly message: string;
   readonly cause?: unknown;
 }

@@ -1,4 +1,4 @@
-import type { Effect, Option } from "effect";
+import { Data, type Effect, type Option } from "effect";
 import type { NotFound, StorageError } from "../errors.js";
 
 /** Bytes as a stream: any async iterable of chunks (a Node stream is one). */
@@ -24,7 +24,11 @@ export interface StoredObject {
 
 export interface AssembledObject {
   readonly size: number;
-  /** SHA-256 (hex) of the whole object, or null for a store that cannot hash while assembling. */
+  /**
+   * SHA-256 (hex) of the whole object, or null for a store that cannot hash while assembling (a
+   * bucket): a declared sha256 is then checked by processing while it reads the source
+   * (`MediaInput.expectedSha256`), and a difference fails the asset with `checksum_mismatch`.
+   */
   readonly sha256: string | null;
 }
 
@@ -47,7 +51,8 @@ export interface ObjectStore {
    * Joins `parts`, in that order, into the object at `ref.key` and removes the parts.
    * Calling it again after success answers the same object. A store that hashes while
    * assembling checks every sha256 in `expected` against the bytes it joins; on a difference it
-   * keeps the parts, stores no object and fails with PartsMismatched.
+   * keeps the parts, stores no object and fails with PartsMismatched. A store that cannot hash
+   * (its `AssembledObject.sha256` is null) cannot check them either, and says nothing of them.
    */
   completeMultipart(
     ref: MultipartRef,
@@ -71,8 +76,12 @@ export interface ObjectStore {
   deletePrefix(prefix: string): Effect.Effect<void, StorageError>;
 
   /**
-   * Optional: the store accepts part PUTs itself (GCS signed URLs). Without it the core hands out
-   * URLs of the media app, which pass the bytes to `receivePart`.
+   * Optional: the store takes part PUTs itself, from the client, and signs their URLs (a bucket's
+   * signed URLs): the bytes never pass through the host. The URL takes a `PUT` of exactly
+   * `part.size` raw bytes for that part of that upload until `expiresAt` (ms, in the future; V4
+   * signed URLs have a resolution of a second), answers with the part's `ETag`, and refuses any other method,
+   * part, size, or a changed URL. Parts may be sent in parallel, each URL on its own.
+   * Without it the core hands out URLs of the media app, which pass the bytes to `receivePart`.
    */
   readonly partUploadUrl?: (
     ref: MultipartRef,
@@ -89,18 +98,26 @@ export interface ObjectStore {
     part: { readonly number: number; readonly expectedSize: number },
     body: ByteStream,
   ) => Effect.Effect<StoredPart, StorageError | PartRejected>;
-  /** Optional: a local file path of the object, for tools that read files (ffmpeg). */
+  /**
+   * Optional: a local file path of the object, for tools that read files (ffmpeg). Without it
+   * processing reads the object as a stream (`get`) into the processor's own scratch space.
+   */
   readonly localPath?: (key: string) => string;
+  /**
+   * Optional: a URL where anyone holding it can `GET` the object (ranges included) straight from
+   * the store until `expiresAt` (ms). With it the media app redirects segment requests there
+   * instead of streaming the bytes itself.
+   */
+  readonly deliveryUrl?: (key: string, expiresAt: number) => Effect.Effect<string, StorageError>;
 }
 
-export interface PartRejected {
-  readonly _tag: "PartRejected";
+/** A part body refused by `receivePart`: it was not the size the session expects. */
+export class PartRejected extends Data.TaggedError("PartRejected")<{
   readonly reason: "wrong_size";
   readonly received: number;
-}
+}> {}
 
 /** Parts whose bytes, hashed while assembling, differ from the sha256 the client gave. */
-export interface PartsMismatched {
-  readonly _tag: "PartsMismatched";
+export class PartsMismatched extends Data.TaggedError("PartsMismatched")<{
   readonly parts: ReadonlyArray<{ readonly number: number; readonly sha256: string }>;
-}
+}> {}

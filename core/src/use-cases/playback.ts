@@ -24,6 +24,8 @@ import { enforceRate, orNotFound } from "./support.js";
 export const PLAYBACK_TOKEN_PREFIX = "v1.";
 /** Telemetry keeps accepting a session's beacons this long after it expires (DECISIONS). */
 export const TELEMETRY_GRACE_MS = 15 * 60_000;
+/** A segment URL of the store, for redirect delivery, lives this long (DECISIONS). */
+export const DELIVERY_URL_TTL_MS = 300_000;
 /** An entitlement lives at most this long, and never past its session. */
 export const ENTITLEMENT_TTL_MS = 300_000;
 
@@ -197,6 +199,13 @@ export const makePlayback = (ports: VodPorts, config: VodConfig) => {
       const key = `${renditionsPrefix(claims.tenantId, claims.assetId)}${path}`;
       const head = yield* store.head(key);
       if (Option.isNone(head)) return yield* Effect.fail(new NotFound({ message: "no such file" }));
+      // Segments may come straight from the store; playlists never do (token and revocation
+      // checked on each, and the token carried in every URI).
+      const isPlaylist = path.endsWith(".m3u8") || path.endsWith(".mpd");
+      if (store.deliveryUrl && !isPlaylist) {
+        const url = yield* store.deliveryUrl(key, clock.now() + DELIVERY_URL_TTL_MS);
+        return { kind: "redirect" as const, url };
+      }
       const size = head.value.size;
       if (range && (range.start >= size || range.start > range.end))
         return { kind: "unsatisfiable" as const, size };

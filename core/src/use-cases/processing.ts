@@ -91,6 +91,8 @@ export const makeProcessing = (
       const asset = yield* save(found.value, { type: "processing_started" });
 
       const key = originKey(tenant_id, asset_id);
+      // A store with local files hashed the origin when the upload completed; one read as a
+      // stream has its declared sha256 checked on the way into the processor's scratch space.
       const input: MediaInput = store.localPath
         ? { path: store.localPath(key) }
         : {
@@ -98,6 +100,7 @@ export const makeProcessing = (
               Effect.catchTag(store.get(key), "NotFound", () =>
                 Effect.fail(new StorageError({ message: `origin object ${key} is missing` })),
               ),
+            expectedSha256: asset.checksum_sha256 ?? undefined,
           };
 
       const result = yield* Effect.either(

@@ -89,8 +89,12 @@ export const makeUploads = (ports: VodPorts, config: VodConfig) => {
     );
   };
 
+  // A store's signatures may be remote calls (IAM signBlob) or work off the main thread: several
+  // at once. The media app's HMAC is synchronous, and unchanged by it.
   const partUrls = (session: UploadSession, numbers: ReadonlyArray<number>) =>
-    Effect.forEach(numbers, (number) => Effect.map(partUrl(session, number), (url) => ({ number, url })));
+    Effect.forEach(numbers, (number) => Effect.map(partUrl(session, number), (url) => ({ number, url })), {
+      concurrency: 8,
+    });
 
   /** A session past its expiry is closed as expired, and its parts removed, when it is next seen. */
   const settleExpiry = (session: UploadSession) =>
@@ -169,15 +173,14 @@ export const makeUploads = (ports: VodPorts, config: VodConfig) => {
     body: ByteStream,
   ) =>
     Effect.gen(function* () {
+      // A store that signs its own part URLs (a bucket) never hands out this route: nothing here.
+      const receive = store.receivePart;
+      if (!receive)
+        return yield* Effect.fail(new NotFound({ message: "parts go to the object store's own URLs" }));
       const now = clock.now();
       const expected = signature(request.tenantId, request.uploadId, request.number, request.expiresSec);
       if (!constantTimeEqual(expected, request.signature) || request.expiresSec * 1000 <= now)
         return yield* Effect.fail(new Unauthorized({ message: "invalid or expired part upload URL" }));
-      const receive = store.receivePart;
-      if (!receive)
-        return yield* Effect.fail(
-          new InternalError({ message: "the object store takes part uploads itself" }),
-        );
       const found = yield* storage.uploads.get(request.tenantId, request.uploadId);
       if (Option.isNone(found)) return yield* Effect.fail(new NotFound({ message: "upload not found" }));
       const session = yield* settleExpiry(found.value);

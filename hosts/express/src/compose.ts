@@ -3,6 +3,7 @@ import { resolve } from "node:path";
 import { argon2Adapters } from "@vod/adapter-argon2";
 import { ffmpegMediaProcessor } from "@vod/adapter-ffmpeg";
 import { filesystemObjectStore } from "@vod/adapter-filesystem";
+import { gcsObjectStore } from "@vod/adapter-gcs";
 import { googleIdentityAdapters } from "@vod/adapter-google-identity";
 import { joseAdapters, loadOrCreateSigningKeys, parseSigningKeys } from "@vod/adapter-jose";
 import {
@@ -103,6 +104,19 @@ export const queueDefinition = (config: HostConfig) => ({
 
 const secretBytes = (given: string | undefined, dataDir: string, file: string) =>
   given ? Promise.resolve(new TextEncoder().encode(given)) : loadOrCreateSecret(dataDir, file);
+
+/** The configured object store: a directory, process memory, or a bucket (credentials from ADC). */
+const openObjectStore = ({ objects, dataDir }: HostConfig): ObjectStore => {
+  if (objects.store === "memory") return memoryObjectStore();
+  if (objects.store === "gcs")
+    return gcsObjectStore({
+      bucket: objects.gcs.bucket ?? "",
+      prefix: objects.gcs.prefix,
+      apiEndpoint: objects.gcs.apiEndpoint,
+      delivery: objects.gcs.delivery,
+    });
+  return filesystemObjectStore({ root: resolve(objects.dir ?? resolve(dataDir, "objects")) });
+};
 
 /**
  * The composition root: which adapter serves each port is decided here and nowhere else.
@@ -211,11 +225,7 @@ export const composeVod = async (
   if (redis) revocationStore = layeredRevocations(revocationStore, redis.revocationFeed);
   const rateLimiter = redis?.rateLimiter ?? memoryRateLimiter();
 
-  const objectStore =
-    overrides.objectStore ??
-    (config.objects.store === "memory"
-      ? memoryObjectStore()
-      : filesystemObjectStore({ root: resolve(config.objects.dir ?? resolve(config.dataDir, "objects")) }));
+  const objectStore = overrides.objectStore ?? openObjectStore(config);
   const mediaProcessor =
     overrides.mediaProcessor ??
     (role.runsJobs

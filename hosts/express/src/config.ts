@@ -62,10 +62,24 @@ const Env = Schema.Struct({
       Schema.pattern(/^[a-z_][a-z0-9_]{0,62}$/, { message: () => "must be lowercase letters, digits and _" }),
     ),
   ),
-  VOD_OBJECT_STORE: Schema.optionalWith(Schema.Literal("filesystem", "memory"), {
+  VOD_OBJECT_STORE: Schema.optionalWith(Schema.Literal("filesystem", "memory", "gcs"), {
     default: () => "filesystem" as const,
   }),
   VOD_OBJECTS_DIR: opt(Schema.String.pipe(Schema.minLength(1))),
+  VOD_GCS_BUCKET: opt(
+    Schema.String.pipe(
+      Schema.pattern(/^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$/, { message: () => "must be a bucket name" }),
+    ),
+  ),
+  VOD_GCS_PREFIX: opt(
+    Schema.String.pipe(
+      Schema.pattern(/^[^/].*\/$/, { message: () => "must end with / and not start with /" }),
+    ),
+  ),
+  VOD_GCS_API_ENDPOINT: opt(Url),
+  VOD_GCS_DELIVERY: Schema.optionalWith(Schema.Literal("proxy", "redirect"), {
+    default: () => "proxy" as const,
+  }),
   VOD_UPLOAD_URL_SECRET: opt(
     Schema.String.pipe(Schema.minLength(32, { message: () => "must be at least 32 characters" })),
   ),
@@ -153,9 +167,19 @@ export interface HostConfig {
     readonly keyPrefix: string;
   };
   readonly objects: {
-    readonly store: "filesystem" | "memory";
+    readonly store: "filesystem" | "memory" | "gcs";
     /** Root of the filesystem store (default `<dataDir>/objects`). */
     readonly dir?: string | undefined;
+    /**
+     * The bucket of the gcs store (credentials: Application Default Credentials); `apiEndpoint`
+     * points it at a test server; segments are proxied by the media app or redirected to it.
+     */
+    readonly gcs: {
+      readonly bucket?: string | undefined;
+      readonly prefix?: string | undefined;
+      readonly apiEndpoint?: string | undefined;
+      readonly delivery: "proxy" | "redirect";
+    };
     /** Key of part upload URL signatures; when absent it lives in dataDir. */
     readonly uploadUrlSecret?: string | undefined;
   };
@@ -216,6 +240,8 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     throw new ConfigError(
       "invalid configuration:\n  VOD_DRM_FAIRPLAY_LICENSE_URL, VOD_DRM_FAIRPLAY_CERTIFICATE_URL: set both or neither",
     );
+  if (e.VOD_OBJECT_STORE === "gcs" && !e.VOD_GCS_BUCKET)
+    throw new ConfigError("invalid configuration:\n  VOD_GCS_BUCKET: required with VOD_OBJECT_STORE=gcs");
   const local = `http://localhost:${e.PORT}`;
   return {
     port: e.PORT,
@@ -241,7 +267,17 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     storage: e.VOD_STORAGE,
     database: { url: e.VOD_DATABASE_URL, poolSize: e.VOD_DATABASE_POOL_SIZE, schema: e.VOD_DATABASE_SCHEMA },
     redis: { url: e.VOD_REDIS_URL, keyPrefix: e.VOD_REDIS_KEY_PREFIX },
-    objects: { store: e.VOD_OBJECT_STORE, dir: e.VOD_OBJECTS_DIR, uploadUrlSecret: e.VOD_UPLOAD_URL_SECRET },
+    objects: {
+      store: e.VOD_OBJECT_STORE,
+      dir: e.VOD_OBJECTS_DIR,
+      uploadUrlSecret: e.VOD_UPLOAD_URL_SECRET,
+      gcs: {
+        bucket: e.VOD_GCS_BUCKET,
+        prefix: e.VOD_GCS_PREFIX,
+        apiEndpoint: e.VOD_GCS_API_ENDPOINT,
+        delivery: e.VOD_GCS_DELIVERY,
+      },
+    },
     jobs: {
       workerConcurrency: e.VOD_WORKER_CONCURRENCY,
       maxAttempts: e.VOD_JOB_MAX_ATTEMPTS,

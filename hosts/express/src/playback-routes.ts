@@ -66,6 +66,11 @@ export const playbackRoutes = (vod: Vod): Router => {
       res.status(416).setHeader("content-range", `bytes */${file.size}`).end();
       return;
     }
+    if (file.kind === "redirect") {
+      // The signed URL is short-lived: no cache may keep the redirect longer than it works.
+      res.status(302).setHeader("location", file.url).setHeader("cache-control", "private, no-store").end();
+      return;
+    }
     const isPlaylist = path.endsWith(".m3u8") || path.endsWith(".mpd");
     // Private: the URL carries a credential. Segments never change; playlists are re-read.
     const maxAge = Math.max(0, Math.min(86_400, Math.floor((file.expiresAt - Date.now()) / 1000)));

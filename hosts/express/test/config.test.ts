@@ -86,3 +86,40 @@ describe("VOD_SHUTDOWN_GRACE_SECONDS", () => {
       expect(() => loadConfig({ VOD_SHUTDOWN_GRACE_SECONDS: bad })).toThrow(/VOD_SHUTDOWN_GRACE_SECONDS/);
   });
 });
+
+describe("loadConfig: objects in a GCS bucket", () => {
+  it("reads the bucket, prefix, endpoint and delivery, proxy by default", () => {
+    expect(loadConfig({ VOD_OBJECT_STORE: "gcs", VOD_GCS_BUCKET: "vod-media" }).objects).toMatchObject({
+      store: "gcs",
+      gcs: { bucket: "vod-media", prefix: undefined, apiEndpoint: undefined, delivery: "proxy" },
+    });
+    const config = loadConfig({
+      VOD_OBJECT_STORE: "gcs",
+      VOD_GCS_BUCKET: "vod-media",
+      VOD_GCS_PREFIX: "prod/",
+      VOD_GCS_API_ENDPOINT: "http://127.0.0.1:4443",
+      VOD_GCS_DELIVERY: "redirect",
+    });
+    expect(config.objects.gcs).toEqual({
+      bucket: "vod-media",
+      prefix: "prod/",
+      apiEndpoint: "http://127.0.0.1:4443",
+      delivery: "redirect",
+    });
+  });
+
+  it("refuses gcs without a bucket, and bad values naming each variable", () => {
+    expect(() => loadConfig({ VOD_OBJECT_STORE: "gcs" })).toThrow(/VOD_GCS_BUCKET: required/);
+    const attempt = () =>
+      loadConfig({
+        VOD_OBJECT_STORE: "gcs",
+        VOD_GCS_BUCKET: "Not A Bucket",
+        VOD_GCS_PREFIX: "/abs",
+        VOD_GCS_API_ENDPOINT: "gs://x",
+        VOD_GCS_DELIVERY: "cdn",
+      });
+    expect(attempt).toThrow(ConfigError);
+    for (const name of ["VOD_GCS_BUCKET", "VOD_GCS_PREFIX", "VOD_GCS_API_ENDPOINT", "VOD_GCS_DELIVERY"])
+      expect(attempt).toThrow(`${name}:`);
+  });
+});

@@ -1,0 +1,203 @@
+import { createHash } from "node:crypto";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import {
+  createGcsTestServer,
+  type GcsTestServer,
+  suiteName,
+  temporarySchemas,
+  testServices,
+} from "@vod/contract-tests";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { call, freePort, makeVideo, settledAsset, signUp, startServe, stop } from "./support.js";
+
+const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
+
+/** Create, start (declaring `declared`), PUT every part on the bucket's URL, complete. */
+const upload = async (url: string, auth: Record<string, string>, bytes: Uint8Array, declared: string) => {
+  const created = await call(url, "/v1/assets", { body: { title: "gcs clip" }, headers: auth });
+  const assetId: string = created.body.asset.id;
+  const started = await call(url, "/v1/uploads", {
+    body: { asset_id: assetId, size_bytes: bytes.length, sha256: declared },
+    headers: auth,
+  });
+  expect(started.status).toBe(201);
+  const { id, part_size, parts } = started.body.upload as {
+    id: string;
+    part_size: number;
+    parts: Array<{ number: number; url: string }>;
+  };
+  await Promise.all(
+    parts.map(async (part) => {
+      const body = bytes.subarray((part.number - 1) * part_size, part.number * part_size);
+      const put = await fetch(part.url, { method: "PUT", body });
+      expect(put.status).toBe(200);
+    }),
+  );
+  const completed = await call(url, `/v1/uploads/${id}/complete`, { body: {}, headers: auth });
+  expect(completed.status).toBe(200);
+  return assetId;
+};
+
+const playbackSession = async (url: string, auth: Record<string, string>, assetId: string) => {
+  const session = await call(url, "/v1/playback/sessions", { body: { asset_id: assetId }, headers: auth });
+  expect(session.status).toBe(201);
+  return session.body.urls.manifest as string;
+};
+
+/** The first segment a media playlist of the master lists, as a URL under the token's path. */
+const firstSegment = async (manifest: string) => {
+  const master = await (await fetch(manifest)).text();
+  const playlist = new URL(master.split("\n").find((l) => l.endsWith(".m3u8"))!, manifest);
+  const media = await fetch(playlist);
+  expect(media.status).toBe(200);
+  const segment = (await media.text()).split("\n").find((l) => l.endsWith(".m4s"))!;
+  return new URL(segment, playlist).toString();
+};
+
+// The whole host on a bucket (VOD_OBJECT_STORE=gcs, credentials through ADC's
+// GOOGLE_APPLICATION_CREDENTIALS), pointed at the GCS test server: parts go to the bucket,
+// the worker reads the source from it and writes the renditions back, the media app serves them.
+describe("the host on a GCS bucket", () => {
+  let server: GcsTestServer;
+  let dataDir: string;
+  let source: Buffer;
+  beforeAll(async () => {
+    server = await createGcsTestServer();
+    dataDir = await mkdtemp(join(tmpdir(), "vod-gcs-"));
+    const file = join(dataDir, "source.mp4");
+    await makeVideo(file, { width: 320, height: 180, seconds: 2, fps: 30 });
+    source = await readFile(file);
+  }, 60_000);
+  afterAll(async () => {
+    await server?.close();
+    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+  });
+
+  const hostEnv = (extra: Record<string, string>) => ({
+    VOD_DATA_DIR: dataDir,
+    VOD_OBJECT_STORE: "gcs",
+    VOD_GCS_BUCKET: server.bucket,
+    VOD_GCS_API_ENDPOINT: server.endpoint,
+    GOOGLE_APPLICATION_CREDENTIALS: server.credentialsPath,
+    VOD_LOG_LEVEL: "info",
+    ...extra,
+  });
+
+  describe("embedded storage, segments redirected to the bucket", () => {
+    let host: Awaited<ReturnType<typeof startServe>>;
+    let auth: Record<string, string>;
+    let tenantId: string;
+    beforeAll(async () => {
+      host = await startServe(
+        hostEnv({
+          VOD_DATA_DIR: join(dataDir, "embedded"),
+          VOD_GCS_PREFIX: "embedded/",
+          VOD_GCS_DELIVERY: "redirect",
+        }),
+        await freePort(),
+      );
+      auth = await signUp(host.url, "gcs");
+      tenantId = (await call(host.url, "/v1/auth/me", { headers: auth })).body.tenant.id;
+    }, 60_000);
+    afterAll(async () => {
+      if (host) expect(await stop(host)).toBe(0);
+    });
+
+    it("takes a video uploaded to the bucket to ready, renditions in the bucket, segments by redirect", async () => {
+      const assetId = await upload(host.url, auth, source, sha256(source));
+      const asset = await settledAsset(host.url, auth, assetId);
+      expect(asset).toMatchObject({ status: "ready", source_width: 320, checksum_sha256: sha256(source) });
+      const origin = await server.backdoor.read(`embedded/origins/${tenantId}/${assetId}`);
+      expect(origin && sha256(origin)).toBe(sha256(source));
+      const renditions = await server.backdoor.objects(`embedded/renditions/${tenantId}/${assetId}/`);
+      const stored = renditions.map((o) => o.name);
+      expect(stored).toContain(`embedded/renditions/${tenantId}/${assetId}/master.m3u8`);
+      expect(stored).toContain(`embedded/renditions/${tenantId}/${assetId}/poster.jpg`);
+      // Nothing of the upload is left in the bucket but the object it made.
+      expect(server.backdoor.uploads().filter((u) => u.name.includes(assetId))).toEqual([]);
+      expect(await server.backdoor.objects("embedded/.multipart/")).toEqual([]);
+
+      const manifest = await playbackSession(host.url, auth, assetId);
+      const master = await fetch(manifest);
+      expect(master.status).toBe(200);
+      expect(await master.text()).toContain("#EXTM3U");
+      const segment = await firstSegment(manifest);
+      const redirect = await fetch(segment, { redirect: "manual" });
+      expect(redirect.status).toBe(302);
+      expect(redirect.headers.get("cache-control")).toBe("private, no-store");
+      const location = redirect.headers.get("location")!;
+      expect(location.startsWith(`${server.endpoint}/${server.bucket}/embedded/renditions/`)).toBe(true);
+      const name = decodeURIComponent(new URL(location).pathname.slice(`/${server.bucket}/`.length));
+      const bytes = new Uint8Array(await (await fetch(location)).arrayBuffer());
+      expect(sha256(bytes)).toBe(sha256((await server.backdoor.read(name))!));
+      const range = await fetch(segment, { headers: { range: "bytes=0-99" } });
+      expect(range.status).toBe(206);
+      expect(new Uint8Array(await range.arrayBuffer())).toEqual(bytes.subarray(0, 100));
+    }, 120_000);
+
+    it("answers the media app's part route 404: parts go to the bucket's own URLs", async () => {
+      const e = Math.floor(Date.now() / 1000) + 3600;
+      const put = await fetch(`${host.url}/v1/uploads/upl_x/parts/1?t=${tenantId}&e=${e}&s=abc`, {
+        method: "PUT",
+        body: new Uint8Array(10),
+      });
+      expect(put.status).toBe(404);
+      expect(await put.json()).toMatchObject({ error: "not_found", code: "not_found" });
+    });
+
+    it("fails the asset with checksum_mismatch when the bytes differ from the declared sha256", async () => {
+      const declared = sha256(new Uint8Array([1, 2, 3]));
+      const assetId = await upload(host.url, auth, source, declared);
+      const asset = await settledAsset(host.url, auth, assetId);
+      expect(asset).toMatchObject({
+        status: "failed",
+        failure_code: "checksum_mismatch",
+        checksum_sha256: declared,
+      });
+      expect(await server.backdoor.objects(`embedded/renditions/${tenantId}/${assetId}/`)).toEqual([]);
+    }, 120_000);
+  });
+
+  const { databaseUrl } = testServices();
+  describe.skipIf(databaseUrl === null)(
+    suiteName(
+      "server storage, segments proxied by the media app",
+      databaseUrl !== null,
+      "VOD_TEST_DATABASE_URL",
+    ),
+    () => {
+      const schemas = temporarySchemas(databaseUrl ?? "", "vod_gcs");
+      let host: Awaited<ReturnType<typeof startServe>>;
+      afterAll(async () => {
+        if (host) expect(await stop(host)).toBe(0);
+        await schemas.dropAll();
+      });
+
+      it("takes a video to ready and streams its segments, ranges included", async () => {
+        host = await startServe(
+          hostEnv({
+            VOD_DATA_DIR: join(dataDir, "server"),
+            VOD_DATABASE_URL: databaseUrl ?? "",
+            VOD_DATABASE_SCHEMA: schemas.fresh(),
+            VOD_GCS_PREFIX: "server/",
+          }),
+          await freePort(),
+        );
+        const auth = await signUp(host.url, "gcs-server");
+        const assetId = await upload(host.url, auth, source, sha256(source));
+        expect(await settledAsset(host.url, auth, assetId)).toMatchObject({ status: "ready" });
+        const segment = await firstSegment(await playbackSession(host.url, auth, assetId));
+        const whole = await fetch(segment, { redirect: "manual" });
+        expect(whole.status).toBe(200);
+        const bytes = new Uint8Array(await whole.arrayBuffer());
+        expect(bytes.byteLength).toBe(Number(whole.headers.get("content-length")));
+        const range = await fetch(segment, { headers: { range: "bytes=10-29" } });
+        expect(range.status).toBe(206);
+        expect(range.headers.get("content-range")).toBe(`bytes 10-29/${bytes.byteLength}`);
+        expect(new Uint8Array(await range.arrayBuffer())).toEqual(bytes.subarray(10, 30));
+      }, 120_000);
+    },
+  );
+});
