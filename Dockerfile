@@ -1,0 +1,67 @@
+# The vod image: one image for the API/media/DRM host (`serve`, the default), the processing
+# workers (`worker`) and the migrations (`migrate`). Deploying it on Cloud Run: docs/deploy-gcp.md.
+#
+#   docker build -t vod .
+#   docker run --rm -p 8080:8080 vod            # vod serve
+#   docker run --rm vod worker                  # vod worker (needs VOD_DATABASE_URL)
+#   docker run --rm vod migrate                 # vod migrate
+#
+# Base: the Node 20 line on Debian 12 (bookworm), by tag and not by digest. The major version and
+# the Debian release are what the build depends on (the prebuilt native argon2 binding, Debian's
+# ffmpeg 5.1 that the media adapter is tested against); patch releases of both bring security
+# fixes, which a rebuild should pick up rather than a digest freeze out. A deployment is still
+# reproducible: it runs the image by its digest in the registry, not by this tag.
+
+# ---- build: install everything, compile, then keep only what the runtime loads ----
+FROM node:20-bookworm-slim AS build
+WORKDIR /app
+# The whole source (see .dockerignore): npm ci needs every workspace's package.json that the
+# lockfile names, and listing them here one by one would break on each new adapter.
+COPY . .
+RUN npm ci --no-audit --no-fund
+# The host and the packages it references (core, adapters); tests, contract suites, examples and
+# benchmarks are not compiled.
+RUN npx tsc -b hosts/express
+# The runtime needs core, the adapters and the host. The other workspaces (contract-tests,
+# examples, bench) are dropped from the workspace list before pruning, so that their own
+# dependencies (testcontainers, vitest, ...) leave with the dev dependencies. The ffmpeg/ffprobe
+# installer packages (optional, ~140 MB) are removed too: the image has Debian's ffmpeg, which
+# the adapter finds first (VOD_FFMPEG_PATH / VOD_FFPROBE_PATH below).
+RUN node -e "const fs=require('fs');const p=JSON.parse(fs.readFileSync('package.json','utf8'));p.workspaces=['core','adapters/*','hosts/*'];fs.writeFileSync('package.json',JSON.stringify(p,null,2)+'\n')" \
+ && npm prune --omit=dev --no-audit --no-fund \
+ && rm -rf node_modules/@ffmpeg-installer node_modules/@ffprobe-installer \
+ && find node_modules -maxdepth 1 -type d -empty -delete \
+ && mkdir /out \
+ && cp -a package.json node_modules /out/ \
+ && for ws in core adapters/* hosts/*; do \
+      mkdir -p "/out/$ws" && cp -a "$ws/package.json" "$ws/dist" "/out/$ws/"; \
+    done \
+ && find /out -name '*.tsbuildinfo' -delete \
+ && node -e "require('fs').accessSync('/out/node_modules/shaka-packager/bin/packager-linux-'+process.arch, require('fs').constants.X_OK)"
+
+# ---- runtime ----
+FROM node:20-bookworm-slim AS runtime
+# ffmpeg/ffprobe from Debian; tini as PID 1, so that ffmpeg and packager children that outlive a
+# killed run are reaped and SIGTERM reaches node, which drains (vod serve) or finishes its jobs
+# (vod worker) before it exits.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ffmpeg tini \
+ && rm -rf /var/lib/apt/lists/* \
+ && mkdir -p /var/lib/vod \
+ && chown node:node /var/lib/vod
+ENV NODE_ENV=production \
+    VOD_DATA_DIR=/var/lib/vod \
+    VOD_FFMPEG_PATH=/usr/bin/ffmpeg \
+    VOD_FFPROBE_PATH=/usr/bin/ffprobe
+WORKDIR /app
+# Owned by root and not writable by the process: only VOD_DATA_DIR (and the OS temp directory,
+# where processing keeps its scratch files) are.
+COPY --from=build /out /app
+# Non-root: the `node` user (uid 1000) of the base image.
+USER node
+# Cloud Run sets PORT (8080 unless configured otherwise); the host binds 0.0.0.0:PORT.
+EXPOSE 8080
+# No HEALTHCHECK: Cloud Run does not use it; it probes GET /healthz as the service definition
+# says (deploy/gcp/api.service.yaml).
+ENTRYPOINT ["/usr/bin/tini", "--", "node", "hosts/express/dist/bin/vod.js"]
+CMD ["serve"]
