@@ -15,6 +15,21 @@ const Flag = Schema.transform(Schema.Literal("true", "false", "1", "0"), Schema.
 });
 const opt = <A>(schema: Schema.Schema<A, string>) => Schema.optional(schema);
 
+/**
+ * A postgres:// URL, including the Unix-socket form Cloud SQL documents,
+ * `postgres://USER:PASSWORD@/DB?host=/cloudsql/...`: the WHATWG parser refuses a user with an
+ * empty host, but pg reads the socket directory from `host=`, so that form is checked with a
+ * stand-in host name.
+ */
+const isPostgresUrl = (s: string) => {
+  const url = URL.canParse(s)
+    ? s
+    : /^postgres(ql)?:\/\/[^/@]*@\/[^?]*\?(.*&)?host=\//.test(s)
+      ? s.replace("@/", "@socket/")
+      : "";
+  return URL.canParse(url) && /^postgres(ql)?:$/.test(new URL(url).protocol);
+};
+
 /** The environment the host reads; every variable is documented in the root README. */
 const Env = Schema.Struct({
   PORT: Schema.optionalWith(Port, { default: () => 8080 }),
@@ -33,7 +48,7 @@ const Env = Schema.Struct({
   }),
   VOD_DATABASE_URL: opt(
     Schema.String.pipe(
-      Schema.filter((s) => URL.canParse(s) && /^postgres(ql)?:$/.test(new URL(s).protocol), {
+      Schema.filter(isPostgresUrl, {
         message: () => "must be a postgres:// URL",
       }),
     ),

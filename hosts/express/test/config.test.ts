@@ -123,3 +123,23 @@ describe("loadConfig: objects in a GCS bucket", () => {
       expect(attempt).toThrow(`${name}:`);
   });
 });
+
+describe("VOD_DATABASE_URL", () => {
+  it("takes the Unix-socket form Cloud SQL documents, an empty host with host= naming the socket directory", () => {
+    const url = "postgres://vod:secret@/vod?host=/cloudsql/project:region:instance";
+    expect(loadConfig({ VOD_DATABASE_URL: url }).database.url).toBe(url);
+    expect(loadConfig({ VOD_DATABASE_URL: "postgresql://db.internal:5432/vod" }).database.url).toBeDefined();
+  });
+
+  it("refuses other schemes, and an empty host that names no socket directory", () => {
+    for (const bad of [
+      "mysql://u@db/vod",
+      "postgres://u:p@/vod",
+      "postgres://u:p@/vod?sslmode=require",
+      "vod",
+    ])
+      expect(() => loadConfig({ VOD_DATABASE_URL: bad }), bad).toThrow(
+        /VOD_DATABASE_URL: must be a postgres/,
+      );
+  });
+});
