@@ -1,3 +1,4 @@
+import { rowLevelSecuritySql } from "./row-level-security.js";
 import type { SqlDatabase } from "./sql.js";
 
 export interface Migration {
@@ -183,6 +184,7 @@ CREATE TABLE telemetry_events (
 CREATE INDEX telemetry_events_session_idx ON telemetry_events (tenant_id, session_id);
 `,
   },
+  { version: 4, name: "row-level security", sql: rowLevelSecuritySql },
 ];
 
 /** Any constant works; this one spells "vod" and keeps clear of other applications' locks. */

@@ -12,7 +12,7 @@ export type Request =
       readonly params?: unknown[];
     }
   | { readonly id: number; readonly op: "exec"; readonly tx?: number; readonly sql: string }
-  | { readonly id: number; readonly op: "begin" }
+  | { readonly id: number; readonly op: "begin"; readonly prelude?: string }
   | { readonly id: number; readonly op: "end"; readonly tx: number; readonly commit: boolean }
   | { readonly id: number; readonly op: "close" };
 
@@ -68,6 +68,7 @@ const main = async () => {
         });
         const done = db
           .transaction(async (t) => {
+            if (request.prelude !== undefined) await t.exec(request.prelude);
             const commit = await new Promise<boolean>((finish) => {
               open.set(tx, { sql: overPglite(t), finish, done });
               started();

@@ -103,8 +103,8 @@ export const openPgliteProcess = async (
   return {
     engine: "pglite",
     ...over(),
-    transaction: async (fn) => {
-      const tx = (await call({ op: "begin" })) as number;
+    transaction: async (fn, prelude) => {
+      const tx = (await call({ op: "begin", ...(prelude === undefined ? {} : { prelude }) })) as number;
       let result: Awaited<ReturnType<typeof fn>>;
       try {
         result = await fn(over(tx));

@@ -26,8 +26,11 @@ export interface SqlDatabase extends Queryable {
   readonly engine: "postgres" | "pglite";
   /** The schema the tables live in, when not the default one. */
   readonly schema?: string | undefined;
-  /** Runs `fn` in one transaction: COMMIT when it resolves, ROLLBACK when it rejects. */
-  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  /**
+   * Runs `fn` in one transaction: COMMIT when it resolves, ROLLBACK when it rejects. `prelude`
+   * (statements without parameters) runs first, sent with BEGIN in one round trip where it can be.
+   */
+  transaction<T>(fn: (tx: Queryable) => Promise<T>, prelude?: string): Promise<T>;
   /** Runs `fn` on one connection held throughout (session-level advisory locks). */
   withConnection<T>(fn: (conn: Queryable) => Promise<T>): Promise<T>;
   close(): Promise<void>;
@@ -84,10 +87,10 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
     engine: "postgres",
     schema: options.schema,
     ...overPg(pool),
-    transaction: async (fn) => {
+    transaction: async (fn, prelude) => {
       const client = await pool.connect();
       try {
-        await client.query("BEGIN");
+        await client.query(prelude === undefined ? "BEGIN" : `BEGIN; ${prelude}`);
         const result = await fn(overPg(client));
         await client.query("COMMIT");
         client.release();
@@ -174,7 +177,11 @@ export const openPglite = async (dataDir?: string, options: PgliteOptions = {}):
   return {
     engine: "pglite",
     ...overPglite(db),
-    transaction: (fn) => db.transaction((tx) => fn(overPglite(tx))),
+    transaction: (fn, prelude) =>
+      db.transaction(async (tx) => {
+        if (prelude !== undefined) await tx.exec(prelude);
+        return fn(overPglite(tx));
+      }),
     withConnection: (fn) => fn(overPglite(db)),
     close: () => db.close(),
   };
