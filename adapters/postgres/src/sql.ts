@@ -18,6 +18,12 @@ export interface Queryable {
   exec(sql: string): Promise<void>;
 }
 
+/** A statement and its parameters. */
+export interface Statement {
+  readonly text: string;
+  readonly params: ReadonlyArray<unknown>;
+}
+
 /**
  * A database: a pg pool on a server, or PGlite embedded in the process. Both speak the same SQL,
  * so one set of repositories and migrations serves both.
@@ -26,11 +32,18 @@ export interface SqlDatabase extends Queryable {
   readonly engine: "postgres" | "pglite";
   /** The schema the tables live in, when not the default one. */
   readonly schema?: string | undefined;
+  /** Runs `fn` in one transaction: COMMIT when it resolves, ROLLBACK when it rejects. */
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
   /**
-   * Runs `fn` in one transaction: COMMIT when it resolves, ROLLBACK when it rejects. `prelude`
-   * (statements without parameters) runs first, sent with BEGIN in one round trip where it can be.
+   * Runs `first` and then `text` in a transaction of their own and answers the second's result,
+   * or the first failure. On a server the four messages (BEGIN, both statements, COMMIT) go in
+   * one round trip: what a lone statement costs. Row-level security sets its scope with `first`.
    */
-  transaction<T>(fn: (tx: Queryable) => Promise<T>, prelude?: string): Promise<T>;
+  queryAfter<R = Record<string, unknown>>(
+    first: Statement,
+    text: string,
+    params?: ReadonlyArray<unknown>,
+  ): Promise<QueryResult<R>>;
   /** Runs `fn` on one connection held throughout (session-level advisory locks). */
   withConnection<T>(fn: (conn: Queryable) => Promise<T>): Promise<T>;
   close(): Promise<void>;
@@ -80,6 +93,9 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
     application_name: options.applicationName ?? "vod",
     ...(options.schema ? { options: `-c search_path=${options.schema}` } : {}),
     types,
+    // Queries are written without waiting for the answers before them (queryAfter's one round
+    // trip); code that awaits each query, as everything else here does, sees no difference.
+    pipeline: true,
   });
   // An idle client that loses its server must not crash the process; the next query reconnects.
   pool.on("error", () => {});
@@ -87,10 +103,10 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
     engine: "postgres",
     schema: options.schema,
     ...overPg(pool),
-    transaction: async (fn, prelude) => {
+    transaction: async (fn) => {
       const client = await pool.connect();
       try {
-        await client.query(prelude === undefined ? "BEGIN" : `BEGIN; ${prelude}`);
+        await client.query("BEGIN");
         const result = await fn(overPg(client));
         await client.query("COMMIT");
         client.release();
@@ -103,6 +119,24 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
         );
         throw error;
       }
+    },
+    queryAfter: async <R>(first: Statement, text: string, params?: ReadonlyArray<unknown>) => {
+      const client = await pool.connect();
+      const sent = [
+        client.query("BEGIN"),
+        client.query(first.text, first.params as unknown[]),
+        client.query(text, params as unknown[] | undefined),
+        // After a failure before it, the server answers COMMIT with a ROLLBACK.
+        client.query("COMMIT"),
+      ];
+      const settled = await Promise.allSettled(sent);
+      const failed = settled.find((s) => s.status === "rejected");
+      // A failed COMMIT or BEGIN means a broken connection: destroy it rather than reuse it.
+      const broken = settled[0]?.status === "rejected" || settled[3]?.status === "rejected";
+      client.release(broken ? new Error("connection broken in a transaction") : undefined);
+      if (failed) throw failed.reason;
+      const result = (settled[2] as PromiseFulfilledResult<pg.QueryResult>).value;
+      return { rows: result.rows as R[], rowCount: result.rowCount ?? result.rows.length };
     },
     withConnection: async (fn) => {
       const client = await pool.connect();
@@ -131,6 +165,19 @@ export const overPglite = (db: Pick<PGlite, "query" | "exec">): Queryable => ({
     await db.exec(sql);
   },
 });
+
+/** `SqlDatabase.queryAfter` on PGlite, in this process or in the database's own. */
+export const queryAfterPglite = <R>(
+  db: Pick<PGlite, "transaction">,
+  first: Statement,
+  text: string,
+  params?: ReadonlyArray<unknown>,
+) =>
+  db.transaction(async (tx) => {
+    const sql = overPglite(tx);
+    await sql.query(first.text, first.params);
+    return sql.query<R>(text, params);
+  });
 
 export interface PgliteOptions {
   /**
@@ -177,11 +224,8 @@ export const openPglite = async (dataDir?: string, options: PgliteOptions = {}):
   return {
     engine: "pglite",
     ...overPglite(db),
-    transaction: (fn, prelude) =>
-      db.transaction(async (tx) => {
-        if (prelude !== undefined) await tx.exec(prelude);
-        return fn(overPglite(tx));
-      }),
+    transaction: (fn) => db.transaction((tx) => fn(overPglite(tx))),
+    queryAfter: (first, text, params) => queryAfterPglite(db, first, text, params),
     withConnection: (fn) => fn(overPglite(db)),
     close: () => db.close(),
   };

@@ -1,4 +1,4 @@
-import type { Queryable, QueryResult, SqlDatabase } from "./sql.js";
+import type { Queryable, QueryResult, SqlDatabase, Statement } from "./sql.js";
 
 /**
  * Row-level security, the adapter's half (the policies are migration 4, `row-level-security.ts`).
@@ -47,27 +47,13 @@ export const telemetryScope: Scope = { role: "app", settings: { "vod.telemetry":
 /** pg-boss's statements: its schema is not tenant-owned, and the app role has no rights there. */
 export const loginScope: Scope = { role: "login", settings: {} };
 
-const settingsSql = (scope: Scope, value: (setting: Setting, index: number) => string) =>
-  `SELECT set_config('role', ${scope.role === "app" ? APP_ROLE_SQL : "'none'"}, true), ${SETTINGS.map(
-    (s, i) => `set_config('${s}', ${value(s, i)}, true)`,
-  ).join(", ")}`;
-
-const scopeStatement = (scope: Scope) => ({
-  text: settingsSql(scope, (_, i) => `$${i + 1}`),
+/** The statement that switches to the scope's role and sets every setting, transaction-local. */
+const scopeStatement = (scope: Scope): Statement => ({
+  text: `SELECT set_config('role', ${scope.role === "app" ? APP_ROLE_SQL : "'none'"}, true), ${SETTINGS.map(
+    (s, i) => `set_config('${s}', $${i + 1}, true)`,
+  ).join(", ")}`,
   params: SETTINGS.map((s) => scope.settings[s] ?? ""),
 });
-
-/**
- * Characters that can stand inside a quoted literal without escaping. IDs and hex hashes are
- * made of them; a value with any other character (an email with a quote) goes as a parameter.
- */
-const PLAIN = /^[A-Za-z0-9_.@+:-]{0,256}$/;
-
-/** The scope as one statement without parameters, when its values allow: it rides with BEGIN. */
-const scopeInline = (scope: Scope) =>
-  SETTINGS.every((s) => PLAIN.test(scope.settings[s] ?? ""))
-    ? settingsSql(scope, (s) => `'${scope.settings[s] ?? ""}'`)
-    : undefined;
 
 /** Statements, each run in a scope. */
 export interface ScopedSql {
@@ -79,24 +65,17 @@ export interface ScopedSql {
 }
 
 /**
- * Each statement in a transaction of its own, opened in the statement's scope: on a server,
- * three round trips (BEGIN with the scope, the statement, COMMIT) where it was one.
+ * Each statement in a transaction of its own, opened in the statement's scope: BEGIN, the scope,
+ * the statement and COMMIT, in one round trip on a server (`SqlDatabase.queryAfter`).
  */
 export const standaloneScoped = (db: SqlDatabase): ScopedSql => ({
-  query: <R>(scope: Scope, text: string, params?: ReadonlyArray<unknown>) => {
-    const inline = scopeInline(scope);
-    if (inline !== undefined) return db.transaction((tx) => tx.query<R>(text, params), inline);
-    const set = scopeStatement(scope);
-    return db.transaction(async (tx) => {
-      await tx.query(set.text, set.params);
-      return tx.query<R>(text, params);
-    });
-  },
+  query: (scope, text, params) => db.queryAfter(scopeStatement(scope), text, params),
 });
 
 /**
  * The statements of one open transaction. The scope is set again only when a statement's differs
- * from the last one's; statements are run one at a time, so none runs in another's scope.
+ * from the last one's, sent with the statement without waiting between (one round trip on a
+ * server). Statements run one at a time, so none runs in another's scope.
  */
 export const transactionScoped = (tx: Queryable): ScopedSql => {
   let current: string | undefined;
@@ -105,12 +84,16 @@ export const transactionScoped = (tx: Queryable): ScopedSql => {
     query: <R>(scope: Scope, text: string, params?: ReadonlyArray<unknown>) => {
       const run = tail.then(async () => {
         const key = JSON.stringify(scope);
-        if (key !== current) {
-          const set = scopeStatement(scope);
-          await tx.query(set.text, set.params);
-          current = key;
-        }
-        return tx.query<R>(text, params);
+        if (key === current) return tx.query<R>(text, params);
+        const set = scopeStatement(scope);
+        const [setting, result] = await Promise.allSettled([
+          tx.query(set.text, set.params),
+          tx.query<R>(text, params),
+        ]);
+        if (setting.status === "rejected") throw setting.reason;
+        current = key;
+        if (result.status === "rejected") throw result.reason;
+        return result.value;
       });
       tail = run.catch(() => undefined);
       return run;

@@ -3,7 +3,6 @@ import {
   postgresRevocationStore,
   postgresTelemetryBackdoor,
   postgresTelemetrySink,
-  type Queryable,
   type SqlDatabase,
 } from "@vod/adapter-postgres";
 import { describeRevocationStore, describeTelemetrySink, uid } from "@vod/contract-tests";
@@ -43,18 +42,14 @@ describe("postgresTelemetrySink on pglite: group commit", () => {
   const counted = async () => {
     const db = await engine.db();
     const statements: number[] = [];
-    const count = <Q extends Queryable>(sql: Q): Q => ({
-      ...sql,
-      query: (text: string, params?: ReadonlyArray<unknown>) => {
+    // The sink inserts after setting its row-level security scope.
+    const counting: SqlDatabase = {
+      ...db,
+      queryAfter: (first, text, params) => {
         if (text.startsWith("INSERT INTO telemetry_events"))
           statements.push((params as ReadonlyArray<ReadonlyArray<unknown>>)[0]?.length ?? 0);
-        return sql.query(text, params);
+        return db.queryAfter(first, text, params);
       },
-    });
-    // The sink inserts in transactions of their own (to set the row-level security scope).
-    const counting: SqlDatabase = {
-      ...count(db),
-      transaction: (fn, prelude) => db.transaction((tx) => fn(count(tx)), prelude),
     };
     return { db, counting, statements };
   };
