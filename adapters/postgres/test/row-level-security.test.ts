@@ -1,5 +1,13 @@
-import type { Queryable, SqlDatabase } from "@vod/adapter-postgres";
-import { uid } from "@vod/contract-tests";
+import { randomBytes } from "node:crypto";
+import {
+  connectPostgres,
+  migrate,
+  postgresStorage,
+  type Queryable,
+  type SqlDatabase,
+} from "@vod/adapter-postgres";
+import { anAsset, aTenant, suiteName, testServices, uid } from "@vod/contract-tests";
+import { Effect } from "effect";
 import { beforeAll, describe, expect, it } from "vitest";
 import { migratedOnce, onEachEngine } from "./engines.js";
 
@@ -249,3 +257,55 @@ onEachEngine(({ name, open }) => {
     });
   });
 });
+
+// Cloud SQL's and RDS's admin logins are not superusers: the migration must make the role and
+// join it, and the owner, being bound by FORCE, must see nothing outside the adapter's scope.
+const { databaseUrl } = testServices();
+describe.skipIf(databaseUrl === null)(
+  suiteName(
+    "row-level security with a login that is not a superuser",
+    databaseUrl !== null,
+    "VOD_TEST_DATABASE_URL",
+  ),
+  () => {
+    it("migrates, serves its tenant and binds the tables' owner too", async () => {
+      const admin = connectPostgres({ connectionString: databaseUrl ?? "", poolSize: 1 });
+      const suffix = randomBytes(6).toString("hex");
+      const login = `vod_test_login_${suffix}`;
+      const schema = `vod_test_ns_${suffix}`;
+      const password = randomBytes(12).toString("hex");
+      const { rows } = await admin.query<{ db: string }>("SELECT current_database() AS db");
+      const database = rows[0]?.db ?? "";
+      await admin.exec(
+        `CREATE ROLE ${login} LOGIN NOSUPERUSER NOBYPASSRLS CREATEROLE PASSWORD '${password}';
+         GRANT CREATE ON DATABASE "${database}" TO ${login}`,
+      );
+      const url = new URL(databaseUrl ?? "");
+      url.username = login;
+      url.password = password;
+      const db = connectPostgres({ connectionString: url.toString(), schema, poolSize: 2 });
+      try {
+        expect((await migrate(db)).length).toBeGreaterThanOrEqual(4);
+        const storage = postgresStorage(db);
+        const tenant = aTenant();
+        const asset = anAsset(tenant);
+        await Effect.runPromise(storage.tenants.insert(tenant));
+        await Effect.runPromise(storage.assets.insert(asset));
+        const mine = await Effect.runPromise(storage.assets.list(tenant.id, { limit: 10 }));
+        const others = await Effect.runPromise(storage.assets.list(uid("tnt"), { limit: 10 }));
+        expect({ mine: mine.map((a) => a.id), others }).toEqual({ mine: [asset.id], others: [] });
+        // The owner itself, outside the adapter's scope, sees no tenant's rows.
+        expect((await db.query("SELECT id FROM assets")).rows).toEqual([]);
+        expect((await admin.query(`SELECT id FROM ${schema}.assets`)).rows).toEqual([{ id: asset.id }]);
+      } finally {
+        await db.close();
+        await admin.exec(
+          `DROP SCHEMA IF EXISTS ${schema} CASCADE; DROP SCHEMA IF EXISTS ${schema}_jobs CASCADE;
+           DROP ROLE IF EXISTS "vod_app_${database}_${schema}";
+           REVOKE CREATE ON DATABASE "${database}" FROM ${login}; DROP ROLE ${login}`,
+        );
+        await admin.close();
+      }
+    }, 60_000);
+  },
+);
