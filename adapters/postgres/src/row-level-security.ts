@@ -39,8 +39,14 @@ BEGIN
   IF EXISTS (SELECT FROM pg_roles WHERE rolname = app AND (rolsuper OR rolbypassrls)) THEN
     RAISE EXCEPTION 'role % bypasses row-level security', app;
   END IF;
-  -- A superuser may SET ROLE to anyone; any other login (Cloud SQL's cloudsqlsuperuser) must be a member.
-  IF NOT pg_has_role(current_user, app, 'MEMBER') THEN
+  -- A superuser may SET ROLE to anyone; any other login (Cloud SQL's cloudsqlsuperuser) must be a
+  -- member with the right to SET ROLE. From PostgreSQL 16 on, a CREATEROLE login that creates a
+  -- role holds it with ADMIN only, and SET is an option of its own.
+  IF current_setting('server_version_num')::int >= 160000 THEN
+    IF NOT pg_has_role(current_user, app, 'SET') THEN
+      EXECUTE format('GRANT %I TO %I WITH SET TRUE', app, current_user);
+    END IF;
+  ELSIF NOT pg_has_role(current_user, app, 'MEMBER') THEN
     EXECUTE format('GRANT %I TO %I', app, current_user);
   END IF;
   EXECUTE format('GRANT USAGE ON SCHEMA %I TO %I', current_schema(), app);
