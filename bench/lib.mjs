@@ -57,6 +57,17 @@ export const repo = resolve(process.env.VOD_BENCH_REPO ?? fileURLToPath(new URL(
 export const cli = join(repo, "hosts/express/dist/bin/vod.js");
 /** Imports a built workspace package of `repo` by folder, e.g. `fromRepo("adapters/ffmpeg")`. */
 export const fromRepo = (dir, file = "dist/index.js") => import(pathToFileURL(join(repo, dir, file)).href);
+/**
+ * Drops a schema the benchmark made on a server, with the row-level security role its migrations
+ * made for it (roles belong to the cluster, so they would otherwise pile up; none on older builds).
+ */
+export const dropBenchSchema = async (admin, schema) => {
+  await admin.exec(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+  const { rows } = await admin.query("SELECT 'vod_app_' || current_database() || '_' || $1::text AS role", [
+    schema,
+  ]);
+  await admin.exec(`DROP ROLE IF EXISTS "${rows[0].role}"`);
+};
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export const freePort = () =>

@@ -18,6 +18,7 @@ import {
   cli,
   cpuSeconds,
   describeBuild,
+  dropBenchSchema,
   expectStatus,
   fmt,
   fromRepo,
@@ -463,7 +464,7 @@ const runEngine = async (engine, clip) => {
       const admin = connectPostgres({ connectionString: databaseUrl, poolSize: 1 });
       try {
         for (const schema of [`${schemaBase}_host`, `${schemaBase}_host_jobs`, `${schemaBase}_bare`])
-          await admin.exec(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+          await dropBenchSchema(admin, schema);
         log(`${engine}: dropped schemas ${schemaBase}_*`);
       } finally {
         await admin.close();

@@ -16,6 +16,7 @@ import {
   cli,
   cpuSeconds,
   describeBuild,
+  dropBenchSchema,
   expectStatus,
   fmt,
   fromRepo,
@@ -114,8 +115,7 @@ const dropSchemas = async () => {
   if (schemas.length === 0) return;
   const admin = connectPostgres({ connectionString: databaseUrl, poolSize: 1 });
   try {
-    for (const schema of schemas.flatMap((s) => [s, `${s}_jobs`]))
-      await admin.exec(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+    for (const schema of schemas.flatMap((s) => [s, `${s}_jobs`])) await dropBenchSchema(admin, schema);
     log(`dropped schemas ${schemas.map((s) => `${s}, ${s}_jobs`).join(", ")}`);
   } finally {
     await admin.close();

@@ -20,6 +20,14 @@ export {
   type SqlDatabase,
 } from "./sql.js";
 export { postgresStorage } from "./storage.js";
+export {
+  appRoleName,
+  type Scope,
+  type ScopedSql,
+  standaloneScoped,
+  tenantScope,
+  transactionScoped,
+} from "./tenancy.js";
 
 /**
  * Binds Storage to the given database (a pg pool or PGlite; migrate it first) and, with a

@@ -1,3 +1,4 @@
+import { rowLevelSecuritySql } from "./row-level-security.js";
 import type { Queryable, SqlDatabase } from "./sql.js";
 import { withStartupLock } from "./startup-lock.js";
 
@@ -184,6 +185,7 @@ CREATE TABLE telemetry_events (
 CREATE INDEX telemetry_events_session_idx ON telemetry_events (tenant_id, session_id);
 `,
   },
+  { version: 4, name: "row-level security", sql: rowLevelSecuritySql },
 ];
 
 /**

@@ -1,7 +1,14 @@
 // The embedded database's own process: PGlite on one data directory, driven by the host over IPC
 // (see pglite-process.ts for the protocol). It ends only when the host closes it or goes away, so
 // that no orphan keeps the data directory open.
-import { createPglite, overPglite, type PgliteOptions, type Queryable } from "./sql.js";
+import {
+  createPglite,
+  overPglite,
+  type PgliteOptions,
+  type Queryable,
+  queryAfterPglite,
+  type Statement,
+} from "./sql.js";
 
 export type Request =
   | {
@@ -12,6 +19,13 @@ export type Request =
       readonly params?: unknown[];
     }
   | { readonly id: number; readonly op: "exec"; readonly tx?: number; readonly sql: string }
+  | {
+      readonly id: number;
+      readonly op: "queryAfter";
+      readonly first: Statement;
+      readonly text: string;
+      readonly params?: unknown[];
+    }
   | { readonly id: number; readonly op: "begin" }
   | { readonly id: number; readonly op: "end"; readonly tx: number; readonly commit: boolean }
   | { readonly id: number; readonly op: "close" };
@@ -58,6 +72,8 @@ const main = async () => {
         return on(request.tx).query(request.text, request.params);
       case "exec":
         return on(request.tx).exec(request.sql);
+      case "queryAfter":
+        return queryAfterPglite(db, request.first, request.text, request.params);
       case "begin": {
         const tx = nextTx++;
         // PGlite's transaction holds its lock until the callback settles: it settles when the

@@ -8,6 +8,7 @@ import {
   type Queryable,
   type QueryResult,
   type SqlDatabase,
+  type Statement,
 } from "./sql.js";
 
 /** Distributive Omit: `id` is added when a request is sent. */
@@ -116,6 +117,14 @@ export const openPgliteProcess = async (
       await call({ op: "end", tx, commit: true });
       return result;
     },
+    // One message, so one round trip over IPC, as on a server.
+    queryAfter: async <R>(first: Statement, text: string, params?: ReadonlyArray<unknown>) =>
+      (await call({
+        op: "queryAfter",
+        first: { text: first.text, params: [...first.params] },
+        text,
+        ...(params ? { params: [...params] } : {}),
+      })) as QueryResult<R>,
     // One connection is all PGlite has: session state (advisory locks) lives on it anyway.
     withConnection: (fn) => fn(over()),
     close: async () => {

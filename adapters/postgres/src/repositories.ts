@@ -17,6 +17,7 @@ import {
 } from "@vod/core";
 import { Effect, Option } from "effect";
 import type { Queryable } from "./sql.js";
+import { inScope, loginScope, lookupScope, type Scope, type ScopedSql, tenantScope } from "./tenancy.js";
 
 const UNIQUE_VIOLATION = "23505";
 
@@ -87,17 +88,20 @@ const placeholders = (n: number, from = 1) => Array.from({ length: n }, (_, i) =
 
 /**
  * The core's repositories over one connection or transaction. Rows come back in the domain's
- * own shape (the columns are named as the fields), so no mapping layer is needed.
+ * own shape (the columns are named as the fields), so no mapping layer is needed. Each statement
+ * names its scope (tenancy.ts): the tenant whose rows it touches, or the one key of a lookup that
+ * discovers the tenant; the row-level security policies hold it to that.
  */
-export const repositoriesOver = (sql: Queryable, enqueue?: Enqueue): Repositories => {
-  const run = <R>(text: string, params: ReadonlyArray<unknown> = []) =>
-    attempt(() => sql.query<R>(text, params), storageError);
-  const one = <R>(text: string, params: ReadonlyArray<unknown>) =>
-    Effect.map(run<R>(text, params), (r) => Option.fromNullable(r.rows[0]));
-  const write = (text: string, params: ReadonlyArray<unknown>) => Effect.asVoid(run(text, params));
-  const insertOrConflict = (text: string, params: ReadonlyArray<unknown>, message: string) =>
+export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositories => {
+  const run = <R>(scope: Scope, text: string, params: ReadonlyArray<unknown> = []) =>
+    attempt(() => sql.query<R>(scope, text, params), storageError);
+  const one = <R>(scope: Scope, text: string, params: ReadonlyArray<unknown>) =>
+    Effect.map(run<R>(scope, text, params), (r) => Option.fromNullable(r.rows[0]));
+  const write = (scope: Scope, text: string, params: ReadonlyArray<unknown>) =>
+    Effect.asVoid(run(scope, text, params));
+  const insertOrConflict = (scope: Scope, text: string, params: ReadonlyArray<unknown>, message: string) =>
     attempt(
-      () => sql.query(text, params),
+      () => sql.query(scope, text, params),
       (error) => (isUniqueViolation(error) ? new Conflict({ message }) : storageError(error)),
     ).pipe(Effect.asVoid);
 
@@ -105,74 +109,93 @@ export const repositoriesOver = (sql: Queryable, enqueue?: Enqueue): Repositorie
     tenants: {
       insert: (t) =>
         write(
+          tenantScope(t.id),
           "INSERT INTO tenants (id, slug, name, plan, status, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
           [t.id, t.slug, t.name, t.plan, t.status, t.created_at],
         ),
       get: (id) =>
-        one<Tenant>("SELECT id, slug, name, plan, status, created_at FROM tenants WHERE id = $1", [id]),
+        one<Tenant>(
+          tenantScope(id),
+          "SELECT id, slug, name, plan, status, created_at FROM tenants WHERE id = $1",
+          [id],
+        ),
     },
     users: {
       insert: (u) =>
         insertOrConflict(
+          tenantScope(u.tenant_id),
           `INSERT INTO users (${USER}) VALUES (${placeholders(8)})`,
           [u.id, u.tenant_id, u.email, u.email_verified, u.name, u.role, u.password_hash, u.created_at],
           "an account with this email already exists",
         ),
       get: (tenantId, id) =>
-        one<UserRecord>(`SELECT ${USER} FROM users WHERE tenant_id = $1 AND id = $2`, [tenantId, id]),
-      findByEmail: (email) =>
-        one<UserRecord>(`SELECT ${USER} FROM users WHERE lower(email) = lower($1)`, [email.trim()]),
-      setPasswordHash: (tenantId, id, hash) =>
-        write("UPDATE users SET password_hash = $3 WHERE tenant_id = $1 AND id = $2", [tenantId, id, hash]),
-      setEmailVerified: (tenantId, id, verified) =>
-        write("UPDATE users SET email_verified = $3 WHERE tenant_id = $1 AND id = $2", [
+        one<UserRecord>(tenantScope(tenantId), `SELECT ${USER} FROM users WHERE tenant_id = $1 AND id = $2`, [
           tenantId,
           id,
-          verified,
         ]),
+      findByEmail: (email) =>
+        one<UserRecord>(
+          lookupScope({ "vod.email": email.trim() }),
+          `SELECT ${USER} FROM users WHERE lower(email) = lower($1)`,
+          [email.trim()],
+        ),
+      setPasswordHash: (tenantId, id, hash) =>
+        write(tenantScope(tenantId), "UPDATE users SET password_hash = $3 WHERE tenant_id = $1 AND id = $2", [
+          tenantId,
+          id,
+          hash,
+        ]),
+      setEmailVerified: (tenantId, id, verified) =>
+        write(
+          tenantScope(tenantId),
+          "UPDATE users SET email_verified = $3 WHERE tenant_id = $1 AND id = $2",
+          [tenantId, id, verified],
+        ),
     },
     identities: {
       insert: (i) =>
         insertOrConflict(
+          tenantScope(i.tenant_id),
           "INSERT INTO identities (provider, subject, user_id, tenant_id, created_at) VALUES ($1, $2, $3, $4, $5)",
           [i.provider, i.subject, i.user_id, i.tenant_id, i.created_at],
           "this identity is linked to another account",
         ),
       find: (provider, subject) =>
         one<Identity>(
+          lookupScope({ "vod.identity_provider": provider, "vod.identity_subject": subject }),
           "SELECT provider, subject, user_id, tenant_id, created_at FROM identities WHERE provider = $1 AND subject = $2",
           [provider, subject],
         ),
     },
     refreshSessions: {
       insertSession: (s) =>
-        write(`INSERT INTO refresh_sessions (${SESSION}) VALUES (${placeholders(6)})`, [
-          s.id,
-          s.tenant_id,
-          s.user_id,
-          s.created_at,
-          s.revoked_at,
-          s.revoked_reason,
-        ]),
+        write(
+          tenantScope(s.tenant_id),
+          `INSERT INTO refresh_sessions (${SESSION}) VALUES (${placeholders(6)})`,
+          [s.id, s.tenant_id, s.user_id, s.created_at, s.revoked_at, s.revoked_reason],
+        ),
       getSession: (tenantId, id) =>
-        one<RefreshSession>(`SELECT ${SESSION} FROM refresh_sessions WHERE tenant_id = $1 AND id = $2`, [
-          tenantId,
-          id,
-        ]),
+        one<RefreshSession>(
+          tenantScope(tenantId),
+          `SELECT ${SESSION} FROM refresh_sessions WHERE tenant_id = $1 AND id = $2`,
+          [tenantId, id],
+        ),
       revokeSession: (tenantId, id, at, reason) =>
         write(
+          tenantScope(tenantId),
           `UPDATE refresh_sessions SET revoked_at = $3, revoked_reason = $4
            WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL`,
           [tenantId, id, at, reason],
         ),
       revokeUserSessions: (tenantId, userId, exceptSessionId, at, reason) =>
         write(
+          tenantScope(tenantId),
           `UPDATE refresh_sessions SET revoked_at = $4, revoked_reason = $5
            WHERE tenant_id = $1 AND user_id = $2 AND ($3::text IS NULL OR id <> $3) AND revoked_at IS NULL`,
           [tenantId, userId, exceptSessionId, at, reason],
         ),
       insertToken: (t) =>
-        write(`INSERT INTO refresh_tokens (${TOKEN}) VALUES (${placeholders(7)})`, [
+        write(tenantScope(t.tenant_id), `INSERT INTO refresh_tokens (${TOKEN}) VALUES (${placeholders(7)})`, [
           t.token_hash,
           t.session_id,
           t.tenant_id,
@@ -182,17 +205,25 @@ export const repositoriesOver = (sql: Queryable, enqueue?: Enqueue): Repositorie
           t.used_at,
         ]),
       findToken: (hash) =>
-        one<RefreshToken>(`SELECT ${TOKEN} FROM refresh_tokens WHERE token_hash = $1`, [hash]),
+        one<RefreshToken>(
+          lookupScope({ "vod.refresh_token_hash": hash }),
+          `SELECT ${TOKEN} FROM refresh_tokens WHERE token_hash = $1`,
+          [hash],
+        ),
       // The row lock taken by UPDATE makes a concurrent second call wait, then find used_at set.
       markTokenUsed: (hash, at) =>
         Effect.map(
-          run("UPDATE refresh_tokens SET used_at = $2 WHERE token_hash = $1 AND used_at IS NULL", [hash, at]),
+          run(
+            lookupScope({ "vod.refresh_token_hash": hash }),
+            "UPDATE refresh_tokens SET used_at = $2 WHERE token_hash = $1 AND used_at IS NULL",
+            [hash, at],
+          ),
           (r) => r.rowCount === 1,
         ),
     },
     apiKeys: {
       insert: (k) =>
-        write(`INSERT INTO api_keys (${API_KEY}) VALUES (${placeholders(10)})`, [
+        write(tenantScope(k.tenant_id), `INSERT INTO api_keys (${API_KEY}) VALUES (${placeholders(10)})`, [
           k.id,
           k.tenant_id,
           k.name,
@@ -205,33 +236,51 @@ export const repositoriesOver = (sql: Queryable, enqueue?: Enqueue): Repositorie
           k.created_at,
         ]),
       get: (tenantId, id) =>
-        one<ApiKey>(`SELECT ${API_KEY} FROM api_keys WHERE tenant_id = $1 AND id = $2`, [tenantId, id]),
-      findByHash: (hash) => one<ApiKey>(`SELECT ${API_KEY} FROM api_keys WHERE key_hash = $1`, [hash]),
+        one<ApiKey>(
+          tenantScope(tenantId),
+          `SELECT ${API_KEY} FROM api_keys WHERE tenant_id = $1 AND id = $2`,
+          [tenantId, id],
+        ),
+      findByHash: (hash) =>
+        one<ApiKey>(
+          lookupScope({ "vod.api_key_hash": hash }),
+          `SELECT ${API_KEY} FROM api_keys WHERE key_hash = $1`,
+          [hash],
+        ),
       list: (tenantId, limit) =>
         Effect.map(
           run<ApiKey>(
+            tenantScope(tenantId),
             `SELECT ${API_KEY} FROM api_keys WHERE tenant_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2`,
             [tenantId, limit],
           ),
           (r) => r.rows,
         ),
       revoke: (tenantId, id, at) =>
-        write("UPDATE api_keys SET revoked_at = $3 WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL", [
-          tenantId,
-          id,
-          at,
-        ]),
+        write(
+          tenantScope(tenantId),
+          "UPDATE api_keys SET revoked_at = $3 WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL",
+          [tenantId, id, at],
+        ),
       touch: (tenantId, id, at) =>
-        write("UPDATE api_keys SET last_used_at = $3 WHERE tenant_id = $1 AND id = $2", [tenantId, id, at]),
+        write(
+          tenantScope(tenantId),
+          "UPDATE api_keys SET last_used_at = $3 WHERE tenant_id = $1 AND id = $2",
+          [tenantId, id, at],
+        ),
     },
     assets: {
       insert: (a) =>
         write(
+          tenantScope(a.tenant_id),
           `INSERT INTO assets (${ASSET}) VALUES (${placeholders(ASSET_COLUMNS.length)})`,
           ASSET_COLUMNS.map((c) => a[c]),
         ),
       get: (tenantId, id) =>
-        one<Asset>(`SELECT ${ASSET} FROM assets WHERE tenant_id = $1 AND id = $2`, [tenantId, id]),
+        one<Asset>(tenantScope(tenantId), `SELECT ${ASSET} FROM assets WHERE tenant_id = $1 AND id = $2`, [
+          tenantId,
+          id,
+        ]),
       list: (tenantId, { status, limit, after }) => {
         const params: unknown[] = [tenantId];
         let where = "tenant_id = $1";
@@ -247,6 +296,7 @@ export const repositoriesOver = (sql: Queryable, enqueue?: Enqueue): Repositorie
         params.push(limit);
         return Effect.map(
           run<Asset>(
+            tenantScope(tenantId),
             `SELECT ${ASSET} FROM assets WHERE ${where} ORDER BY created_at DESC, id DESC LIMIT $${params.length}`,
             params,
           ),
@@ -256,6 +306,7 @@ export const repositoriesOver = (sql: Queryable, enqueue?: Enqueue): Repositorie
       update: (a) => {
         const columns = ASSET_COLUMNS.filter((c) => c !== "id" && c !== "tenant_id" && c !== "created_at");
         return write(
+          tenantScope(a.tenant_id),
           `UPDATE assets SET ${columns.map((c, i) => `${c} = $${i + 3}`).join(", ")} WHERE tenant_id = $1 AND id = $2`,
           [a.tenant_id, a.id, ...columns.map((c) => a[c])],
         );
@@ -264,6 +315,7 @@ export const repositoriesOver = (sql: Queryable, enqueue?: Enqueue): Repositorie
     uploads: {
       insert: (u) =>
         insertOrConflict(
+          tenantScope(u.tenant_id),
           `INSERT INTO upload_sessions (${UPLOAD}) VALUES (${placeholders(11)}, $12::jsonb)`,
           [
             u.id,
@@ -282,18 +334,21 @@ export const repositoriesOver = (sql: Queryable, enqueue?: Enqueue): Repositorie
           "an upload is already in progress for this asset",
         ),
       get: (tenantId, id) =>
-        one<UploadSession>(`SELECT ${UPLOAD} FROM upload_sessions WHERE tenant_id = $1 AND id = $2`, [
-          tenantId,
-          id,
-        ]),
+        one<UploadSession>(
+          tenantScope(tenantId),
+          `SELECT ${UPLOAD} FROM upload_sessions WHERE tenant_id = $1 AND id = $2`,
+          [tenantId, id],
+        ),
       findOpen: (tenantId, assetId) =>
         one<UploadSession>(
+          tenantScope(tenantId),
           `SELECT ${UPLOAD} FROM upload_sessions WHERE tenant_id = $1 AND asset_id = $2 AND status = 'created'`,
           [tenantId, assetId],
         ),
       close: (tenantId, id, status) =>
         Effect.map(
           run(
+            tenantScope(tenantId),
             "UPDATE upload_sessions SET status = $3 WHERE tenant_id = $1 AND id = $2 AND status = 'created'",
             [tenantId, id, status],
           ),
@@ -302,6 +357,7 @@ export const repositoriesOver = (sql: Queryable, enqueue?: Enqueue): Repositorie
       complete: (tenantId, id, at, parts) =>
         Effect.map(
           run(
+            tenantScope(tenantId),
             `UPDATE upload_sessions SET status = 'completed', completed_at = $3, completed_parts = $4::jsonb
              WHERE tenant_id = $1 AND id = $2 AND status = 'created'`,
             [tenantId, id, at, JSON.stringify(parts)],
@@ -311,6 +367,7 @@ export const repositoriesOver = (sql: Queryable, enqueue?: Enqueue): Repositorie
       listExpired: (now, limit) =>
         Effect.map(
           run<UploadSession>(
+            lookupScope({ "vod.expired_before": String(now) }),
             `SELECT ${UPLOAD} FROM upload_sessions WHERE status = 'created' AND expires_at <= $1
              ORDER BY expires_at LIMIT $2`,
             [now, limit],
@@ -321,16 +378,19 @@ export const repositoriesOver = (sql: Queryable, enqueue?: Enqueue): Repositorie
     playbackSessions: {
       insert: (p) =>
         write(
+          tenantScope(p.tenant_id),
           "INSERT INTO playback_sessions (id, tenant_id, asset_id, drm, expires_at, created_at, ended_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
           [p.id, p.tenant_id, p.asset_id, p.drm, p.expires_at, p.created_at, p.ended_at],
         ),
       get: (tenantId, id) =>
         one<PlaybackSession>(
+          tenantScope(tenantId),
           "SELECT id, tenant_id, asset_id, drm, expires_at, created_at, ended_at FROM playback_sessions WHERE tenant_id = $1 AND id = $2",
           [tenantId, id],
         ),
       end: (tenantId, id, at) =>
         write(
+          tenantScope(tenantId),
           "UPDATE playback_sessions SET ended_at = $3 WHERE tenant_id = $1 AND id = $2 AND ended_at IS NULL",
           [tenantId, id, at],
         ),
@@ -340,6 +400,7 @@ export const repositoriesOver = (sql: Queryable, enqueue?: Enqueue): Repositorie
       insertIfAbsent: (k) =>
         Effect.flatMap(
           run(
+            tenantScope(k.tenant_id),
             `INSERT INTO content_keys (tenant_id, asset_id, kid, wrapped_key, created_at) VALUES ($1, $2, $3, $4, $5)
              ON CONFLICT (tenant_id, asset_id) DO NOTHING`,
             [k.tenant_id, k.asset_id, k.kid, k.wrapped_key, k.created_at],
@@ -347,6 +408,7 @@ export const repositoriesOver = (sql: Queryable, enqueue?: Enqueue): Repositorie
           () =>
             Effect.map(
               one<ContentKey>(
+                tenantScope(k.tenant_id),
                 "SELECT tenant_id, asset_id, kid, wrapped_key, created_at FROM content_keys WHERE tenant_id = $1 AND asset_id = $2",
                 [k.tenant_id, k.asset_id],
               ),
@@ -355,6 +417,7 @@ export const repositoriesOver = (sql: Queryable, enqueue?: Enqueue): Repositorie
         ),
       get: (tenantId, assetId) =>
         one<ContentKey>(
+          tenantScope(tenantId),
           "SELECT tenant_id, asset_id, kid, wrapped_key, created_at FROM content_keys WHERE tenant_id = $1 AND asset_id = $2",
           [tenantId, assetId],
         ),
@@ -362,7 +425,10 @@ export const repositoriesOver = (sql: Queryable, enqueue?: Enqueue): Repositorie
     jobs: {
       enqueue: (name, data) =>
         enqueue
-          ? Effect.tryPromise({ try: () => enqueue(sql, name, data), catch: storageError })
+          ? Effect.tryPromise({
+              try: () => enqueue(inScope(sql, loginScope), name, data),
+              catch: storageError,
+            })
           : Effect.fail(new StorageError({ message: "no job queue is configured in this process" })),
     },
   };

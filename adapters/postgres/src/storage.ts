@@ -2,6 +2,7 @@ import { type JobName, type Repositories, type Storage, StorageError } from "@vo
 import { Effect, Exit } from "effect";
 import { type Enqueue, repositoriesOver } from "./repositories.js";
 import type { SqlDatabase } from "./sql.js";
+import { standaloneScoped, transactionScoped } from "./tenancy.js";
 
 /** Carries the unit of work's own failure out through the driver's ROLLBACK. */
 class Rollback {
@@ -27,7 +28,7 @@ export const postgresStorage = (db: SqlDatabase, options: PostgresStorageOptions
       enqueued?.(name);
     });
   return {
-    ...repositoriesOver(db, direct),
+    ...repositoriesOver(standaloneScoped(db), direct),
     transaction: <A, E>(work: (tx: Repositories) => Effect.Effect<A, E>) =>
       Effect.suspend(() => {
         const committed = new Set<JobName>();
@@ -40,7 +41,9 @@ export const postgresStorage = (db: SqlDatabase, options: PostgresStorageOptions
         return Effect.tryPromise({
           try: () =>
             db.transaction(async (tx) => {
-              const exit = await Effect.runPromiseExit(work(repositoriesOver(tx, inTransaction)));
+              const exit = await Effect.runPromiseExit(
+                work(repositoriesOver(transactionScoped(tx), inTransaction)),
+              );
               if (Exit.isFailure(exit)) throw new Rollback(exit);
               return exit as Exit.Exit<A, E>;
             }),

@@ -1,6 +1,7 @@
 import { StorageError, type TelemetryEvent, type TelemetrySink } from "@vod/core";
 import { Effect } from "effect";
 import type { Queryable, SqlDatabase } from "./sql.js";
+import { standaloneScoped, telemetryScope } from "./tenancy.js";
 
 export interface PostgresTelemetrySinkOptions {
   /**
@@ -84,10 +85,12 @@ export const postgresTelemetrySink = (
   const maxBatchEvents = options.maxBatchEvents ?? 5_000;
   const queue: Pending[] = [];
   let flushing = false;
+  // Insert-only, across tenants: the one thing telemetry's scope may do (row-level-security.ts).
+  const sql = standaloneScoped(db);
 
   const store = async (batch: ReadonlyArray<Pending>): Promise<void> => {
     try {
-      await db.query(INSERT, columnArrays(batch));
+      await sql.query(telemetryScope, INSERT, columnArrays(batch));
       for (const p of batch) p.settle();
     } catch (error) {
       if (batch.length > 1 && isDataError(error)) {

@@ -42,12 +42,13 @@ describe("postgresTelemetrySink on pglite: group commit", () => {
   const counted = async () => {
     const db = await engine.db();
     const statements: number[] = [];
+    // The sink inserts after setting its row-level security scope.
     const counting: SqlDatabase = {
       ...db,
-      query: (text, params) => {
+      queryAfter: (first, text, params) => {
         if (text.startsWith("INSERT INTO telemetry_events"))
           statements.push((params as ReadonlyArray<ReadonlyArray<unknown>>)[0]?.length ?? 0);
-        return db.query(text, params);
+        return db.queryAfter(first, text, params);
       },
     };
     return { db, counting, statements };

@@ -1,0 +1,110 @@
+import type { Queryable, QueryResult, SqlDatabase, Statement } from "./sql.js";
+
+/**
+ * Row-level security, the adapter's half (the policies are migration 4, `row-level-security.ts`).
+ * Every statement on a tenant-owned table runs in a transaction that has switched to the schema's
+ * app role, which the policies bind, and set the settings they read: the tenant, or for the few
+ * lookups that discover the tenant, the one key being looked up.
+ */
+
+/** The settings the policies read. Every scope sets all of them, the unused ones to ''. */
+const SETTINGS = [
+  "vod.tenant_id",
+  "vod.api_key_hash",
+  "vod.refresh_token_hash",
+  "vod.email",
+  "vod.identity_provider",
+  "vod.identity_subject",
+  "vod.expired_before",
+  "vod.telemetry",
+] as const;
+
+export type Setting = (typeof SETTINGS)[number];
+
+export interface Scope {
+  /** `app`: the role the policies bind; `login`: the connection's own (pg-boss's statements). */
+  readonly role: "app" | "login";
+  readonly settings: Partial<Record<Setting, string>>;
+}
+
+/** The role's name, derived in SQL so that the adapter need not be told it. */
+export const APP_ROLE_SQL = "'vod_app_' || current_database() || '_' || current_schema()";
+
+/** The app role of `schema` in `database`, as migration 4 names it. */
+export const appRoleName = (database: string, schema: string) => `vod_app_${database}_${schema}`;
+
+export const tenantScope = (tenantId: string): Scope => ({
+  role: "app",
+  settings: { "vod.tenant_id": tenantId },
+});
+
+/** A lookup that discovers the tenant: the policies show it only the rows matching `settings`. */
+export const lookupScope = (settings: Partial<Record<Setting, string>>): Scope => ({ role: "app", settings });
+
+/** Telemetry batches span tenants: this scope may insert telemetry events and do nothing else. */
+export const telemetryScope: Scope = { role: "app", settings: { "vod.telemetry": "ingest" } };
+
+/** pg-boss's statements: its schema is not tenant-owned, and the app role has no rights there. */
+export const loginScope: Scope = { role: "login", settings: {} };
+
+/** The statement that switches to the scope's role and sets every setting, transaction-local. */
+const scopeStatement = (scope: Scope): Statement => ({
+  text: `SELECT set_config('role', ${scope.role === "app" ? APP_ROLE_SQL : "'none'"}, true), ${SETTINGS.map(
+    (s, i) => `set_config('${s}', $${i + 1}, true)`,
+  ).join(", ")}`,
+  params: SETTINGS.map((s) => scope.settings[s] ?? ""),
+});
+
+/** Statements, each run in a scope. */
+export interface ScopedSql {
+  query<R = Record<string, unknown>>(
+    scope: Scope,
+    text: string,
+    params?: ReadonlyArray<unknown>,
+  ): Promise<QueryResult<R>>;
+}
+
+/**
+ * Each statement in a transaction of its own, opened in the statement's scope: BEGIN, the scope,
+ * the statement and COMMIT, in one round trip on a server (`SqlDatabase.queryAfter`).
+ */
+export const standaloneScoped = (db: SqlDatabase): ScopedSql => ({
+  query: (scope, text, params) => db.queryAfter(scopeStatement(scope), text, params),
+});
+
+/**
+ * The statements of one open transaction. The scope is set again only when a statement's differs
+ * from the last one's, sent with the statement without waiting between (one round trip on a
+ * server). Statements run one at a time, so none runs in another's scope.
+ */
+export const transactionScoped = (tx: Queryable): ScopedSql => {
+  let current: string | undefined;
+  let tail: Promise<unknown> = Promise.resolve();
+  return {
+    query: <R>(scope: Scope, text: string, params?: ReadonlyArray<unknown>) => {
+      const run = tail.then(async () => {
+        const key = JSON.stringify(scope);
+        if (key === current) return tx.query<R>(text, params);
+        const set = scopeStatement(scope);
+        const [setting, result] = await Promise.allSettled([
+          tx.query(set.text, set.params),
+          tx.query<R>(text, params),
+        ]);
+        if (setting.status === "rejected") throw setting.reason;
+        current = key;
+        if (result.status === "rejected") throw result.reason;
+        return result.value;
+      });
+      tail = run.catch(() => undefined);
+      return run;
+    },
+  };
+};
+
+/** A plain Queryable whose every statement runs in `scope` (what pg-boss is handed). */
+export const inScope = (sql: ScopedSql, scope: Scope): Queryable => ({
+  query: (text, params) => sql.query(scope, text, params),
+  exec: async (text) => {
+    await sql.query(scope, text);
+  },
+});

@@ -1,0 +1,311 @@
+import { randomBytes } from "node:crypto";
+import {
+  connectPostgres,
+  migrate,
+  postgresStorage,
+  type Queryable,
+  type SqlDatabase,
+} from "@vod/adapter-postgres";
+import { anAsset, aTenant, suiteName, testServices, uid } from "@vod/contract-tests";
+import { Effect } from "effect";
+import { beforeAll, describe, expect, it } from "vitest";
+import { migratedOnce, onEachEngine } from "./engines.js";
+
+/**
+ * The tables a tenant owns, read from the catalog (any table of the schema with a tenant_id
+ * column, and tenants itself), each with whether row-level security is on, forced, and how many
+ * policies it has. A new migration's table shows up here without anyone listing it.
+ */
+const tenantOwnedTables = (sql: Queryable) =>
+  sql.query<{ table: string; enabled: boolean; forced: boolean; policies: number; isolating: number }>(
+    `SELECT c.relname AS table, c.relrowsecurity AS enabled, c.relforcerowsecurity AS forced,
+            (SELECT count(*)::int FROM pg_policy p WHERE p.polrelid = c.oid) AS policies,
+            (SELECT count(*)::int FROM pg_policy p
+              WHERE p.polrelid = c.oid AND p.polcmd = '*' AND p.polpermissive) AS isolating
+     FROM pg_class c
+     WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p')
+       AND (c.relname = 'tenants' OR EXISTS (
+         SELECT FROM pg_attribute a
+         WHERE a.attrelid = c.oid AND a.attname = 'tenant_id' AND a.attnum > 0 AND NOT a.attisdropped))
+     ORDER BY c.relname`,
+  );
+
+/** The tables of `rows` that lack forced row-level security or a policy binding every command. */
+const unguarded = (
+  rows: ReadonlyArray<{ table: string; enabled: boolean; forced: boolean; isolating: number }>,
+) => rows.filter((r) => !r.enabled || !r.forced || r.isolating === 0).map((r) => r.table);
+
+/** One row in every tenant-owned table for `tenant`, written as the superuser (no policy applies). */
+const seed = async (db: SqlDatabase, tenant: string) => {
+  const user = uid("usr");
+  const asset = uid("ast");
+  const session = uid("rs");
+  const keyHash = uid("keyhash");
+  await db.transaction(async (tx) => {
+    const q = (text: string, params: unknown[]) => tx.query(text, params);
+    await q("INSERT INTO tenants VALUES ($1, $1, 'T', 'free', 'active', 1)", [tenant]);
+    await q(
+      "INSERT INTO users (id, tenant_id, email, email_verified, role, created_at) VALUES ($1, $2, $3, true, 'owner', 1)",
+      [user, tenant, `${user}@example.com`],
+    );
+    await q("INSERT INTO identities VALUES ('google', $1, $2, $3, 1)", [uid("sub"), user, tenant]);
+    await q("INSERT INTO refresh_sessions (id, tenant_id, user_id, created_at) VALUES ($1, $2, $3, 1)", [
+      session,
+      tenant,
+      user,
+    ]);
+    await q("INSERT INTO refresh_tokens VALUES ($1, $2, $3, $4, 1, 9e12, NULL)", [
+      uid("tokhash"),
+      session,
+      tenant,
+      user,
+    ]);
+    await q(
+      "INSERT INTO api_keys (id, tenant_id, name, prefix, scopes, key_hash, created_at) VALUES ($1, $2, 'k', 'p', '{read}', $3, 1)",
+      [uid("key"), tenant, keyHash],
+    );
+    await q(
+      "INSERT INTO assets (id, tenant_id, title, status, drm_enabled, visibility, created_at) VALUES ($1, $2, 'a', 'pending', false, 'private', 1)",
+      [asset, tenant],
+    );
+    await q(
+      `INSERT INTO upload_sessions (id, tenant_id, asset_id, status, part_size, part_count, size_bytes, expires_at, created_at)
+       VALUES ($1, $2, $3, 'created', 1, 1, 1, 1, 1)`,
+      [uid("upl"), tenant, asset],
+    );
+    await q("INSERT INTO playback_sessions VALUES ($1, $2, $3, false, 9e12, 1, NULL)", [
+      uid("ps"),
+      tenant,
+      asset,
+    ]);
+    await q("INSERT INTO content_keys VALUES ($1, $2, 'kid', 'wrapped', 1)", [tenant, asset]);
+    await q(
+      "INSERT INTO telemetry_events (tenant_id, session_id, asset_id, received_at, event, ts_ms, playhead_ms) VALUES ($1, 's', $2, 1, 'play', 1, 0)",
+      [tenant, asset],
+    );
+  });
+  return { user, asset, keyHash };
+};
+
+/** The column naming a row's tenant: tenants are their own. */
+const tenantColumn = (table: string) => (table === "tenants" ? "id" : "tenant_id");
+
+onEachEngine(({ name, open }) => {
+  describe(`row-level security on ${name}`, () => {
+    const engine = migratedOnce(open);
+    // Creating and migrating the database (initdb, for PGlite) is slow on a busy machine.
+    beforeAll(() => engine.db(), 120_000);
+
+    /**
+     * Runs `fn` as the adapter's tenant work runs: in a transaction, as the schema's app role,
+     * with `settings` set. Rolled back, so that nothing it managed to do stays.
+     */
+    const asApp = async <T>(settings: Record<string, string>, fn: (tx: Queryable) => Promise<T>) => {
+      const db = await engine.db();
+      const undo = new Error("roll back");
+      let result: T | undefined;
+      await db
+        .transaction(async (tx) => {
+          const { rows } = await tx.query<{ role: string }>(
+            "SELECT 'vod_app_' || current_database() || '_' || current_schema() AS role",
+          );
+          await tx.query("SELECT set_config('role', $1, true)", [rows[0]?.role]);
+          for (const [key, value] of Object.entries(settings))
+            await tx.query("SELECT set_config($1, $2, true)", [key, value]);
+          result = await fn(tx);
+          throw undo;
+        })
+        .catch((error: unknown) => {
+          if (error !== undo) throw error;
+        });
+      return result as T;
+    };
+    /** The SQLSTATE the statement fails with, in a transaction of its own as the app role. */
+    const refusal = async (settings: Record<string, string>, text: string, params: unknown[]) =>
+      asApp(settings, (tx) =>
+        tx.query(text, params).then(
+          () => "accepted",
+          (error: { code?: string }) => error.code,
+        ),
+      );
+
+    it("guards every table with a tenant_id column: enabled, forced, and a policy on every command", async () => {
+      const db = await engine.db();
+      const { rows } = await tenantOwnedTables(db);
+      expect(rows.map((r) => r.table)).toEqual(
+        expect.arrayContaining(["api_keys", "assets", "telemetry_events", "tenants", "users"]),
+      );
+      expect(rows.length).toBeGreaterThanOrEqual(11);
+      expect(unguarded(rows)).toEqual([]);
+      // The check sees a table that a future migration adds without a policy.
+      const probe = await db
+        .transaction(async (tx) => {
+          await tx.exec("CREATE TABLE rls_probe (id text, tenant_id text)");
+          const found = unguarded((await tenantOwnedTables(tx)).rows);
+          throw Object.assign(new Error("roll back"), { found });
+        })
+        .catch((error: { found?: string[] }) => error.found);
+      expect(probe).toEqual(["rls_probe"]);
+    });
+
+    it("gives the app role no way around the policies", async () => {
+      const db = await engine.db();
+      const { rows } = await db.query<{ rolsuper: boolean; rolbypassrls: boolean; rolcanlogin: boolean }>(
+        `SELECT rolsuper, rolbypassrls, rolcanlogin FROM pg_roles
+         WHERE rolname = 'vod_app_' || current_database() || '_' || current_schema()`,
+      );
+      expect(rows).toEqual([{ rolsuper: false, rolbypassrls: false, rolcanlogin: false }]);
+    });
+
+    it("binds the app role to its tenant: another tenant's rows are not seen, changed or written", async () => {
+      const db = await engine.db();
+      const [a, b] = [uid("tnt"), uid("tnt")];
+      await seed(db, a);
+      await seed(db, b);
+      const tables = (await tenantOwnedTables(db)).rows.map((r) => r.table);
+      const tenantA = { "vod.tenant_id": a };
+      for (const table of tables) {
+        const column = tenantColumn(table);
+        const seen = await asApp(tenantA, async (tx) => ({
+          own: (await tx.query(`SELECT 1 FROM ${table} WHERE ${column} = $1`, [a])).rows.length,
+          others: (await tx.query(`SELECT 1 FROM ${table} WHERE ${column} = $1`, [b])).rows.length,
+          all: (await tx.query(`SELECT DISTINCT ${column} AS t FROM ${table}`)).rows,
+          updated: (await tx.query(`UPDATE ${table} SET ${column} = ${column} WHERE ${column} = $1`, [b]))
+            .rowCount,
+        }));
+        expect({ table, ...seen }).toEqual({ table, own: 1, others: 0, all: [{ t: a }], updated: 0 });
+        // Moving its own row to the other tenant is refused by the policy's check.
+        expect(
+          await refusal(tenantA, `UPDATE ${table} SET ${column} = $2 WHERE ${column} = $1`, [a, b]),
+          table,
+        ).toBe("42501");
+        // The role deletes nothing: it has no DELETE right at all.
+        expect(await refusal(tenantA, `DELETE FROM ${table} WHERE ${column} = $1`, [b]), table).toBe("42501");
+      }
+      // Inserting a row of the other tenant is refused.
+      expect(
+        await refusal(
+          tenantA,
+          "INSERT INTO assets (id, tenant_id, title, status, drm_enabled, visibility, created_at) VALUES ($1, $2, 'x', 'pending', false, 'private', 1)",
+          [uid("ast"), b],
+        ),
+      ).toBe("42501");
+      expect(
+        await refusal(
+          tenantA,
+          "INSERT INTO telemetry_events (tenant_id, session_id, asset_id, received_at, event, ts_ms, playhead_ms) VALUES ($1, 's', 'a', 1, 'play', 1, 0)",
+          [b],
+        ),
+      ).toBe("42501");
+      expect(
+        await refusal(tenantA, "INSERT INTO tenants VALUES ($1, $1, 'T', 'free', 'active', 1)", [uid("tnt")]),
+      ).toBe("42501");
+      // Its own tenant's insert goes through (and is rolled back).
+      expect(
+        await refusal(
+          tenantA,
+          "INSERT INTO assets (id, tenant_id, title, status, drm_enabled, visibility, created_at) VALUES ($1, $2, 'x', 'pending', false, 'private', 1)",
+          [uid("ast"), a],
+        ),
+      ).toBe("accepted");
+      // Nothing of B's changed, as the superuser sees it.
+      for (const table of tables) {
+        const { rows } = await db.query(`SELECT 1 FROM ${table} WHERE ${tenantColumn(table)} = $1`, [b]);
+        expect({ table, rows: rows.length }).toEqual({ table, rows: 1 });
+      }
+    });
+
+    it("shows nothing tenant-owned to the app role with no tenant set", async () => {
+      const db = await engine.db();
+      await seed(db, uid("tnt"));
+      const tables = (await tenantOwnedTables(db)).rows.map((r) => r.table);
+      const counts = await asApp({}, async (tx) => {
+        const seen: Record<string, number> = {};
+        for (const table of tables) seen[table] = (await tx.query(`SELECT 1 FROM ${table}`)).rows.length;
+        return seen;
+      });
+      expect(counts).toEqual(Object.fromEntries(tables.map((t) => [t, 0])));
+    });
+
+    it("shows a lookup only the row of the key it names, and lets telemetry insert but not read", async () => {
+      const db = await engine.db();
+      const a = uid("tnt");
+      const { keyHash, user } = await seed(db, a);
+      await seed(db, uid("tnt"));
+      const byHash = await asApp({ "vod.api_key_hash": keyHash }, async (tx) => ({
+        keys: (await tx.query<{ tenant_id: string }>("SELECT tenant_id FROM api_keys")).rows,
+        assets: (await tx.query("SELECT 1 FROM assets")).rows.length,
+        // A lookup reads; it does not write.
+        touched: (await tx.query("UPDATE api_keys SET last_used_at = 2")).rowCount,
+      }));
+      expect(byHash).toEqual({ keys: [{ tenant_id: a }], assets: 0, touched: 0 });
+      const byEmail = await asApp({ "vod.email": `${user.toUpperCase()}@EXAMPLE.COM` }, async (tx) => ({
+        users: (await tx.query<{ id: string }>("SELECT id FROM users")).rows,
+        keys: (await tx.query("SELECT 1 FROM api_keys")).rows.length,
+      }));
+      expect(byEmail).toEqual({ users: [{ id: user }], keys: 0 });
+      const telemetry = await asApp({ "vod.telemetry": "ingest" }, async (tx) => ({
+        inserted: (
+          await tx.query(
+            "INSERT INTO telemetry_events (tenant_id, session_id, asset_id, received_at, event, ts_ms, playhead_ms) VALUES ($1, 's', 'a', 1, 'play', 1, 0)",
+            [a],
+          )
+        ).rowCount,
+        read: (await tx.query("SELECT 1 FROM telemetry_events")).rows.length,
+      }));
+      expect(telemetry).toEqual({ inserted: 1, read: 0 });
+    });
+  });
+});
+
+// Cloud SQL's and RDS's admin logins are not superusers: the migration must make the role and
+// join it, and the owner, being bound by FORCE, must see nothing outside the adapter's scope.
+const { databaseUrl } = testServices();
+describe.skipIf(databaseUrl === null)(
+  suiteName(
+    "row-level security with a login that is not a superuser",
+    databaseUrl !== null,
+    "VOD_TEST_DATABASE_URL",
+  ),
+  () => {
+    it("migrates, serves its tenant and binds the tables' owner too", async () => {
+      const admin = connectPostgres({ connectionString: databaseUrl ?? "", poolSize: 1 });
+      const suffix = randomBytes(6).toString("hex");
+      const login = `vod_test_login_${suffix}`;
+      const schema = `vod_test_ns_${suffix}`;
+      const password = randomBytes(12).toString("hex");
+      const { rows } = await admin.query<{ db: string }>("SELECT current_database() AS db");
+      const database = rows[0]?.db ?? "";
+      await admin.exec(
+        `CREATE ROLE ${login} LOGIN NOSUPERUSER NOBYPASSRLS CREATEROLE PASSWORD '${password}';
+         GRANT CREATE ON DATABASE "${database}" TO ${login}`,
+      );
+      const url = new URL(databaseUrl ?? "");
+      url.username = login;
+      url.password = password;
+      const db = connectPostgres({ connectionString: url.toString(), schema, poolSize: 2 });
+      try {
+        expect((await migrate(db)).length).toBeGreaterThanOrEqual(4);
+        const storage = postgresStorage(db);
+        const tenant = aTenant();
+        const asset = anAsset(tenant);
+        await Effect.runPromise(storage.tenants.insert(tenant));
+        await Effect.runPromise(storage.assets.insert(asset));
+        const mine = await Effect.runPromise(storage.assets.list(tenant.id, { limit: 10 }));
+        const others = await Effect.runPromise(storage.assets.list(uid("tnt"), { limit: 10 }));
+        expect({ mine: mine.map((a) => a.id), others }).toEqual({ mine: [asset.id], others: [] });
+        // The owner itself, outside the adapter's scope, sees no tenant's rows.
+        expect((await db.query("SELECT id FROM assets")).rows).toEqual([]);
+        expect((await admin.query(`SELECT id FROM ${schema}.assets`)).rows).toEqual([{ id: asset.id }]);
+      } finally {
+        await db.close();
+        await admin.exec(
+          `DROP SCHEMA IF EXISTS ${schema} CASCADE; DROP SCHEMA IF EXISTS ${schema}_jobs CASCADE;
+           DROP ROLE IF EXISTS "vod_app_${database}_${schema}";
+           REVOKE CREATE ON DATABASE "${database}" FROM ${login}; DROP ROLE ${login}`,
+        );
+        await admin.close();
+      }
+    }, 60_000);
+  },
+);
