@@ -1,0 +1,334 @@
+import { randomBytes } from "node:crypto";
+import { mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { generateSigningKeys } from "@vod/adapter-jose";
+import { connectPostgres } from "@vod/adapter-postgres";
+import { redisBackdoor } from "@vod/adapter-redis";
+import {
+  createGcsTestServer,
+  type GcsTestServer,
+  suiteName,
+  temporarySchemas,
+  testServices,
+} from "@vod/contract-tests";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  call,
+  freePort,
+  makeVideo,
+  type Spawned,
+  settledAsset,
+  signUp,
+  spawnCli,
+  startServe,
+  stop,
+} from "./support.js";
+
+const { databaseUrl, redisUrl } = testServices();
+
+type Host = Awaited<ReturnType<typeof startServe>>;
+type Auth = Record<string, string>;
+
+// A deployment as the gcp set runs it: API/media hosts and workers on separate machines, sharing
+// nothing but the database, Redis and the bucket (each process has a data directory of its own).
+// Both hosts answer on one public address, as behind a load balancer; the test talks to each.
+describe.skipIf(databaseUrl === null || redisUrl === null)(
+  suiteName(
+    "two hosts and two workers on one Postgres, one Redis and one bucket (postgres server, redis, GCS test server)",
+    databaseUrl !== null && redisUrl !== null,
+    "VOD_TEST_DATABASE_URL and VOD_TEST_REDIS_URL",
+  ),
+  () => {
+    const schemas = temporarySchemas(databaseUrl ?? "", "vod_many");
+    const schema = schemas.fresh();
+    const prefix = `vod-many-test:${randomBytes(6).toString("hex")}:`;
+    const spawned: Spawned[] = [];
+    let bucket: GcsTestServer;
+    let root: string;
+    let db: ReturnType<typeof connectPostgres>;
+    let clip: Uint8Array;
+    let longer: Uint8Array;
+    let a: Host;
+    let b: Host;
+    let workers: Spawned[];
+    let auth: Auth;
+
+    beforeAll(async () => {
+      bucket = await createGcsTestServer();
+      root = await mkdtemp(join(tmpdir(), "vod-many-"));
+      db = connectPostgres({ connectionString: databaseUrl ?? "", poolSize: 1 });
+      await Promise.all([
+        makeVideo(join(root, "clip.mp4"), { width: 160, height: 120, seconds: 1, fps: 10 }),
+        // Seconds of work for the ladder (360p, 240p): still running when its worker is killed.
+        makeVideo(join(root, "longer.mp4"), { width: 640, height: 360, seconds: 10, fps: 24 }),
+      ]);
+      clip = await readFile(join(root, "clip.mp4"));
+      longer = await readFile(join(root, "longer.mp4"));
+
+      const [portA, portB] = [await freePort(), await freePort()];
+      const publicUrl = `http://localhost:${portA}`;
+      // What every process of the deployment shares: secrets given, not made per data directory.
+      const common = {
+        VOD_SIGNING_KEYS: JSON.stringify(await generateSigningKeys()),
+        VOD_CURSOR_SECRET: randomBytes(32).toString("hex"),
+        VOD_UPLOAD_URL_SECRET: randomBytes(32).toString("hex"),
+        VOD_DRM_MASTER_KEY: randomBytes(32).toString("hex"),
+        VOD_DATABASE_URL: databaseUrl ?? "",
+        VOD_DATABASE_SCHEMA: schema,
+        VOD_REDIS_URL: redisUrl ?? "",
+        VOD_REDIS_KEY_PREFIX: prefix,
+        VOD_OBJECT_STORE: "gcs",
+        VOD_GCS_BUCKET: bucket.bucket,
+        VOD_GCS_API_ENDPOINT: bucket.endpoint,
+        GOOGLE_APPLICATION_CREDENTIALS: bucket.credentialsPath,
+        VOD_BASE_URL: publicUrl,
+        VOD_MEDIA_URL: publicUrl,
+        VOD_DRM_URL: publicUrl,
+        VOD_LOG_LEVEL: "info",
+        // A lost job comes back after its lease and the next maintenance pass: short, to wait less.
+        // The lease is renewed every quarter of it, so 5 s leaves a busy worker 3 beats to spare.
+        VOD_JOB_LEASE_SECONDS: "5",
+        VOD_JOB_MAINTENANCE_SECONDS: "1",
+        VOD_JOB_RETRY_DELAY_SECONDS: "1",
+      };
+      const dataDir = async (name: string) => {
+        const dir = join(root, name);
+        await mkdir(dir);
+        return dir;
+      };
+      const env = async (name: string, extra: Record<string, string> = {}) => ({
+        ...common,
+        VOD_DATA_DIR: await dataDir(name),
+        ...extra,
+      });
+      const envs = {
+        a: await env("host-a", { VOD_WORKER_CONCURRENCY: "0" }),
+        b: await env("host-b", { VOD_WORKER_CONCURRENCY: "0" }),
+        w1: await env("worker-1"),
+        w2: await env("worker-2"),
+      };
+      workers = [spawnCli("worker", envs.w1), spawnCli("worker", envs.w2)];
+      spawned.push(...workers);
+      const hosts = await Promise.allSettled([startServe(envs.a, portA), startServe(envs.b, portB)]);
+      for (const h of hosts) if (h.status === "fulfilled") spawned.push(h.value);
+      for (const h of hosts) if (h.status === "rejected") throw h.reason;
+      [a, b] = hosts.map((h) => (h as PromiseFulfilledResult<Host>).value) as [Host, Host];
+      await Promise.all(workers.map((w) => w.waitFor('"msg":"worker started"')));
+      auth = await signUp(a.url, "many");
+    }, 90_000);
+
+    afterAll(async () => {
+      await Promise.all(spawned.map((s) => stop(s)));
+      await db?.close();
+      await schemas.dropAll();
+      if (redisUrl) {
+        const backdoor = redisBackdoor({ url: redisUrl, keyPrefix: prefix });
+        await backdoor.clear();
+        await backdoor.close();
+      }
+      await bucket?.close();
+      if (root) await rm(root, { recursive: true, force: true });
+    }, 60_000);
+
+    /** Creates an asset and starts its upload on `host`: the part URLs, each on the bucket. */
+    const begin = async (host: Host, bytes: Uint8Array, title: string) => {
+      const created = await call(host.url, "/v1/assets", { body: { title }, headers: auth });
+      expect(created.status).toBe(201);
+      const started = await call(host.url, "/v1/uploads", {
+        body: { asset_id: created.body.asset.id, size_bytes: bytes.length },
+        headers: auth,
+      });
+      expect(started.status).toBe(201);
+      const upload = started.body.upload as {
+        id: string;
+        part_size: number;
+        parts: Array<{ number: number; url: string }>;
+      };
+      // Bytes go to the bucket, not through any vod host.
+      for (const part of upload.parts) expect(new URL(part.url).origin).toBe(bucket.endpoint);
+      return { assetId: created.body.asset.id as string, ...upload };
+    };
+
+    const putParts = (upload: Awaited<ReturnType<typeof begin>>, bytes: Uint8Array) =>
+      Promise.all(
+        upload.parts.map(async (part) => {
+          const body = bytes.subarray((part.number - 1) * upload.part_size, part.number * upload.part_size);
+          const put = await fetch(part.url, { method: "PUT", body });
+          expect(put.status).toBe(200);
+          expect(put.headers.get("etag")).toMatch(/^"[0-9a-f]{32}"$/);
+        }),
+      );
+
+    const complete = async (host: Host, uploadId: string) => {
+      const completed = await call(host.url, `/v1/uploads/${uploadId}/complete`, { body: {}, headers: auth });
+      expect(completed.status).toBe(200);
+      expect(completed.body.asset.status).toBe("uploaded");
+    };
+
+    /** The asset's jobs as the queue holds them. */
+    const jobsOf = async (assetId: string) =>
+      (
+        await db.query<{ state: string; retry_count: number }>(
+          `SELECT state, retry_count FROM ${schema}_jobs.job
+           WHERE name = 'process-asset' AND data->>'asset_id' = $1`,
+          [assetId],
+        )
+      ).rows;
+
+    /** The lines of `worker`'s log with message `msg` about the asset. */
+    const logged = (worker: Spawned, msg: string, assetId: string) =>
+      worker
+        .output()
+        .split("\n")
+        .filter((line) => line.includes(`"msg":"${msg}"`) && line.includes(assetId));
+
+    /** One job, completed on its first run, started once across both workers. */
+    const processedOnce = async (assetId: string) => {
+      // The asset turns ready a moment before its job is marked completed.
+      const until = Date.now() + 30_000;
+      while ((await jobsOf(assetId)).some((j) => j.state !== "completed")) {
+        if (Date.now() > until) throw new Error(`job of ${assetId} never completed`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(await jobsOf(assetId)).toEqual([{ state: "completed", retry_count: 0 }]);
+      expect(workers.flatMap((w) => logged(w, "processing started", assetId))).toHaveLength(1);
+    };
+
+    /** The manifest URL as served by `host`: same path, that host's address. */
+    const on = (host: Host, url: string) => new URL(new URL(url).pathname, host.url).toString();
+
+    /** A playlist's URI lines (not its tags). */
+    const uris = (playlist: string) => playlist.split("\n").filter((l) => l !== "" && !l.startsWith("#"));
+
+    /** Plays the session through `host`: master, a media playlist and its first segment. */
+    const play = async (host: Host, manifest: string) => {
+      const master = await fetch(on(host, manifest));
+      expect(master.status).toBe(200);
+      const masterText = await master.text();
+      expect(masterText).toContain("#EXT-X-STREAM-INF");
+      const playlistUrl = new URL(uris(masterText).find((l) => l.endsWith(".m3u8"))!, master.url);
+      const playlist = await fetch(playlistUrl);
+      expect(playlist.status).toBe(200);
+      const segmentLine = uris(await playlist.text()).find((l) => l.endsWith(".m4s"))!;
+      const segment = await fetch(new URL(segmentLine, playlistUrl));
+      expect(segment.status).toBe(200);
+      expect((await segment.arrayBuffer()).byteLength).toBeGreaterThan(0);
+    };
+
+    const session = async (host: Host, assetId: string) => {
+      const res = await call(host.url, "/v1/playback/sessions", {
+        body: { asset_id: assetId },
+        headers: auth,
+      });
+      expect(res.status).toBe(201);
+      return { id: res.body.session.id as string, manifest: res.body.urls.manifest as string };
+    };
+
+    it("processes an upload started on A, sent to the bucket and completed on B exactly once; it plays from either host", async () => {
+      const upload = await begin(a, clip, "across");
+      await putParts(upload, clip);
+      await complete(b, upload.id);
+      const asset = await settledAsset(b.url, auth, upload.assetId, 90_000);
+      expect(asset).toMatchObject({ status: "ready", source_width: 160, source_height: 120 });
+      await processedOnce(upload.assetId);
+      // Nothing of the upload is left open in the bucket.
+      expect(bucket.backdoor.uploads()).toEqual([]);
+
+      const { manifest } = await session(a, upload.assetId);
+      await play(a, manifest);
+      await play(b, manifest);
+    }, 120_000);
+
+    it("processes ten uploads completed at once, spread over both hosts, each exactly once", async () => {
+      const hosts = [a, b];
+      const uploads = await Promise.all(
+        Array.from({ length: 10 }, (_, i) => begin(hosts[i % 2] as Host, clip, `batch ${i}`)),
+      );
+      await Promise.all(uploads.map((u) => putParts(u, clip)));
+      // Each completed on the other host than the one that started it, all in the same moment.
+      await Promise.all(uploads.map((u, i) => complete(hosts[(i + 1) % 2] as Host, u.id)));
+      const assets = await Promise.all(uploads.map((u) => settledAsset(a.url, auth, u.assetId, 110_000)));
+      expect(assets.map((asset) => asset.status)).toEqual(Array(10).fill("ready"));
+      for (const u of uploads) await processedOnce(u.assetId);
+      // Both workers had a share of the queue.
+      for (const worker of workers)
+        expect(uploads.some((u) => logged(worker, "processing started", u.assetId).length > 0)).toBe(true);
+    }, 150_000);
+
+    it("refuses on B, within a second, a playback session revoked on A after B had served it", async () => {
+      const upload = await begin(b, clip, "revoked");
+      await putParts(upload, clip);
+      await complete(a, upload.id);
+      expect((await settledAsset(a.url, auth, upload.assetId, 90_000)).status).toBe("ready");
+      const { id, manifest } = await session(a, upload.assetId);
+      // B has checked the session and holds it as live in its cache (kept up to 60 s).
+      expect((await fetch(on(b, manifest))).status).toBe(200);
+      expect((await fetch(on(a, manifest))).status).toBe(200);
+
+      const revoked = await call(a.url, `/v1/playback/sessions/${id}`, { method: "DELETE", headers: auth });
+      expect(revoked.status).toBe(204);
+      // The revocation reaches B through Redis at once; without it B's cache would serve for a minute.
+      const until = Date.now() + 1_000;
+      let refused = await fetch(on(b, manifest));
+      while (refused.status === 200 && Date.now() < until) {
+        await refused.arrayBuffer();
+        await new Promise((r) => setTimeout(r, 20));
+        refused = await fetch(on(b, manifest));
+      }
+      expect(refused.status).toBe(401);
+      expect(await refused.json()).toMatchObject({ error: "unauthorized", code: "unauthorized" });
+      expect((await fetch(on(a, manifest))).status).toBe(401);
+    }, 120_000);
+
+    it("leaves the job of a worker killed mid-job to the other worker, and the asset reaches ready", async () => {
+      const upload = await begin(a, longer, "killed");
+      await putParts(upload, longer);
+      await complete(b, upload.id);
+      // Whichever worker took the job, once it has begun.
+      const until = Date.now() + 60_000;
+      let index = -1;
+      while (index < 0) {
+        index = workers.findIndex((w) => logged(w, "processing started", upload.assetId).length > 0);
+        if (Date.now() > until) throw new Error("no worker started the job");
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      const [victim, survivor] = [workers[index], workers[1 - index]] as [Spawned, Spawned];
+      // The start is logged before the move to processing commits: kill only once the asset reads
+      // processing, so that the kill lands in the job, not before it.
+      while (
+        (await call(a.url, `/v1/assets/${upload.assetId}`, { headers: auth })).body.asset.status !==
+        "processing"
+      ) {
+        if (Date.now() > until) throw new Error("the asset never reached processing");
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      victim.child.kill("SIGKILL");
+      await new Promise((r) => victim.child.once("exit", r));
+      expect(logged(victim, "processing done", upload.assetId)).toEqual([]);
+      expect((await call(b.url, `/v1/assets/${upload.assetId}`, { headers: auth })).body.asset.status).toBe(
+        "processing",
+      );
+
+      const asset = await settledAsset(b.url, auth, upload.assetId, 120_000);
+      expect(asset).toMatchObject({ status: "ready", source_width: 640, source_height: 360 });
+      // The survivor ran a later attempt to its end; the killed one never finished its own.
+      const done = () => logged(survivor, "processing done", upload.assetId);
+      const doneBy = Date.now() + 30_000;
+      while (done().length === 0) {
+        if (Date.now() > doneBy) throw new Error("the surviving worker never logged the end of the job");
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(done().every((line) => /"attempt":[2-9]/.test(line))).toBe(true);
+      // One job, completed, on a later run than the first.
+      while ((await jobsOf(upload.assetId)).some((j) => j.state !== "completed")) {
+        if (Date.now() > doneBy) throw new Error("the job was never marked completed");
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const jobs = await jobsOf(upload.assetId);
+      expect(jobs).toHaveLength(1);
+      expect(jobs[0]?.retry_count).toBeGreaterThanOrEqual(1);
+      await play(b, (await session(b, upload.assetId)).manifest);
+    }, 180_000);
+  },
+);
