@@ -4,6 +4,7 @@
 //
 //   node bench/upload-and-processing.mjs [--size-mib 1024] [--rounds 5] [--quick]
 //     [--vod-storage postgres|memory|server] [--database-url postgres://postgres@127.0.0.1:5432/postgres]
+//     [--store filesystem|gcs]
 import { execFile, execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, readdir, rm, stat } from "node:fs/promises";
@@ -11,6 +12,7 @@ import { cpus, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs, promisify } from "node:util";
+import { Effect } from "effect";
 import {
   childPids,
   cli,
@@ -21,6 +23,7 @@ import {
   fmt,
   fromRepo,
   keepAliveAgent,
+  loadAverage,
   MiB,
   makeRandomFile,
   median,
@@ -57,6 +60,7 @@ const { values: args } = parseArgs({
     "skip-processing": { type: "boolean", default: false },
     "poll-ms": { type: "string", default: "250" },
     "keep-page-cache": { type: "boolean", default: false },
+    store: { type: "string", default: "filesystem" },
   },
 });
 const quick = args.quick;
@@ -68,6 +72,10 @@ const vodStorage = args["vod-storage"];
 if (!["postgres", "memory", "server"].includes(vodStorage))
   throw new Error(`bad --vod-storage: ${vodStorage}`);
 const databaseUrl = args["database-url"];
+// --store gcs: besides the filesystem set, a host on a bucket (the GCS test server, a process of
+// its own), whose part PUTs go to the bucket's signed URLs and whose worker reads and writes there.
+const withGcs = args.store === "gcs";
+if (!["filesystem", "gcs"].includes(args.store)) throw new Error(`bad --store: ${args.store}`);
 if (vodStorage === "server" && !["127.0.0.1", "localhost"].includes(new URL(databaseUrl).hostname))
   throw new Error(`--database-url must point at 127.0.0.1: ${databaseUrl}`);
 for (const [name, value] of Object.entries({ sizeMiB, rounds, videoSeconds, processingRounds }))
@@ -90,6 +98,8 @@ const syncDisks = () => execFileSync("sync");
 // The three servers of a round leave each other different caches (the host's `complete` writes
 // a second GiB): each timed upload starts from a levelled one (lib.mjs), unless --keep-page-cache.
 const evenPageCache = pageCacheLeveller(Boolean(args["keep-page-cache"]));
+/** A difference of CPU times, back on their 1/100 s ticks (no -0.00 from float error). */
+const ticks = (cpuSeconds) => Math.round(cpuSeconds * 100) / 100 || 0;
 const seconds = (start) => Number(process.hrtime.bigint() - start) / 1e9;
 const now = () => process.hrtime.bigint();
 // --vod-storage server: each host the run starts gets a schema of its own (and its queue one more,
@@ -103,6 +113,8 @@ const storageName = {
   server: "Postgres server",
 }[vodStorage];
 const vodName = `vod host (${storageName})`;
+const vodGcsName = `vod host (${storageName}, gcs)`;
+const GiB = 1024 * MiB;
 
 // ---------------------------------------------------------------------------------------------
 // Scratch space, children, and cleanup on every way out.
@@ -274,12 +286,13 @@ const storageEnv = (role) => {
 };
 
 /** Starts `vod serve` on 127.0.0.1 with its data in `dataDir` and the configured storage. */
-const startHost = (dataDir, workers, role) =>
+const startHost = (dataDir, workers, role, extraEnv = {}) =>
   startVodHost({
     cli,
     dataDir,
     env: {
       ...storageEnv(role),
+      ...extraEnv,
       VOD_WORKER_CONCURRENCY: String(workers),
       VOD_FFMPEG_PATH: tools.ffmpeg,
       VOD_FFPROBE_PATH: tools.ffprobe,
@@ -300,8 +313,9 @@ const vodServer = async () => {
     stop: host.host.stop,
     // The assembled origins are the only large files left once an upload completed.
     clean: () => rm(join(dataDir, "objects", "origins"), { recursive: true, force: true }),
-    upload: async (file, size, { onPartsDone } = {}) => {
+    upload: async (file, size, { onBegun, onPartsDone } = {}) => {
       const upload = await host.begin(size, `bench ${++uploads}`);
+      await onBegun?.();
       const start = now();
       await host.putParts(file, upload);
       const partSeconds = seconds(start);
@@ -318,11 +332,78 @@ const vodServer = async () => {
   };
 };
 
+/**
+ * The bucket: `npm run gcs-test-server`'s script in a process of its own (its CPU is the bucket's,
+ * not the host's), and the object store of the gcs adapter on it, to empty it between rounds.
+ */
+const gcsBucket = async () => {
+  const server = track(spawnNode([join(repo, "contract-tests/bin/gcs-test-server.mjs")]));
+  const { endpoint, bucket, credentials } = JSON.parse((await server.waitFor(/^\{.*\}$/m))[0]);
+  const { gcsObjectStore } = await fromRepo("adapters/gcs");
+  const store = gcsObjectStore({
+    bucket,
+    apiEndpoint: endpoint,
+    keyFilename: credentials,
+    delivery: "proxy",
+  });
+  return {
+    pid: server.child.pid,
+    stop: server.stop,
+    env: {
+      VOD_OBJECT_STORE: "gcs",
+      VOD_GCS_BUCKET: bucket,
+      VOD_GCS_API_ENDPOINT: endpoint,
+      GOOGLE_APPLICATION_CREDENTIALS: credentials,
+    },
+    deletePrefix: (prefix) => Effect.runPromise(store.deletePrefix(prefix)),
+  };
+};
+
+/** The VOD host on the bucket: part PUTs straight to the bucket's signed URLs, then complete. */
+const vodGcsServer = async (bucket) => {
+  const host = await startHost(join(scratch, "vod-gcs-upload"), 0, "gcs_upload", bucket.env);
+  let uploads = 0;
+  return {
+    name: "vod-gcs",
+    pid: host.host.child.pid,
+    note: "",
+    stop: host.host.stop,
+    clean: () => bucket.deletePrefix("origins/"),
+    upload: async (file, size, { onBegun, onPartsDone } = {}) => {
+      const upload = await host.begin(size, `bench gcs ${++uploads}`);
+      await onBegun?.();
+      const bucketUrl = new URL(bucket.env.VOD_GCS_API_ENDPOINT).origin;
+      if (upload.parts.some((p) => new URL(p.url).origin !== bucketUrl))
+        throw new Error(`a part URL is not the bucket's: ${upload.parts[0]?.url}`);
+      const bucketBefore = await cpuSeconds(bucket.pid);
+      const start = now();
+      await host.putParts(file, upload);
+      const partSeconds = seconds(start);
+      const bucketAfter = await cpuSeconds(bucket.pid);
+      await onPartsDone?.();
+      const completeStart = now();
+      await host.complete(upload);
+      return {
+        seconds: partSeconds,
+        requests: upload.parts.length,
+        partSize: upload.part_size,
+        completeSeconds: seconds(completeStart),
+        bucketCpu: ticks(bucketAfter.user + bucketAfter.system - bucketBefore.user - bucketBefore.system),
+      };
+    },
+  };
+};
+
 // ---------------------------------------------------------------------------------------------
 // Upload throughput and host memory.
 
-const uploadBench = async (file) => {
-  const servers = [await bareServer(), await tusServer(), await vodServer()];
+const uploadBench = async (file, bucket) => {
+  const servers = [
+    await bareServer(),
+    await tusServer(),
+    await vodServer(),
+    ...(bucket ? [await vodGcsServer(bucket)] : []),
+  ];
   const results = Object.fromEntries(servers.map((s) => [s.name, []]));
   const idleKiB = {};
   for (const server of servers) {
@@ -349,9 +430,14 @@ const uploadBench = async (file) => {
       const sampler = sampleRss(server.pid, 50);
       const databaseSampler = server.name === "vod" && database ? sampleRss(database.pid, 50) : undefined;
       const cpuBefore = await cpuSeconds(server.pid);
+      let cpuBegun;
       let cpuParts;
       let partsPeak;
       const result = await server.upload(file, SIZE, {
+        // The host's CPU for starting the upload (on a bucket: signing every part URL), apart.
+        onBegun: async () => {
+          cpuBegun = await cpuSeconds(server.pid);
+        },
         onPartsDone: async () => {
           cpuParts = await cpuSeconds(server.pid);
           partsPeak = (await sampler.stop()).peakKiB;
@@ -364,7 +450,9 @@ const uploadBench = async (file) => {
       result.peakWithCompleteKiB = peakKiB;
       result.samples = samples;
       const cpuAfter = cpuParts ?? (await cpuSeconds(server.pid));
-      result.cpu = cpuAfter.user + cpuAfter.system - cpuBefore.user - cpuBefore.system;
+      const cpuFrom = cpuBegun ?? cpuBefore;
+      result.cpu = ticks(cpuAfter.user + cpuAfter.system - cpuFrom.user - cpuFrom.system);
+      result.beginCpu = ticks(cpuFrom.user + cpuFrom.system - cpuBefore.user - cpuBefore.system);
       results[server.name].push(result);
       log(
         `round ${round + 1} ${server.name}: ${result.seconds.toFixed(2)} s, ` +
@@ -387,13 +475,16 @@ const uploadBench = async (file) => {
 // ---------------------------------------------------------------------------------------------
 // Processing: the host from upload-complete to ready, against one plain ffmpeg command.
 
-const processingBench = async () => {
+const processingBench = async (bucket) => {
   const source = join(scratch, "source.mp4");
   log(`making a ${videoSeconds} s ${VIDEO.width}x${VIDEO.height} ${VIDEO.fps} fps test video`);
   await makeVideo(tools.ffmpeg, source, videoSeconds);
   const sourceBytes = (await stat(source)).size;
   const planned = planRenditions(defaultLadder, VIDEO);
   const host = await startHost(join(scratch, "vod-processing"), 1, "processing");
+  const gcsHost = bucket
+    ? await startHost(join(scratch, "vod-gcs-processing"), 1, "gcs_processing", bucket.env)
+    : undefined;
   // The embedded database's process (PGlite) is the host's only child before any job runs; its CPU
   // is nobody's "children" time until it exits, so it is read apart.
   const databasePid = vodStorage === "postgres" ? (await childPids(host.host.child.pid))[0] : undefined;
@@ -409,6 +500,8 @@ const processingBench = async () => {
   // CPU seconds: of the plain ffmpeg; of the host itself and of the tools it ran (ffmpeg, packager).
   const plainCpu = [];
   const hostCpu = [];
+  // The same for the host on the bucket, whose database (a server, or PGlite) is not measured.
+  const gcs = { hosted: [], waits: [], hostCpu: [] };
   const runPlain = async (round) => {
     const out = join(scratch, `plain-${round}`);
     await mkdir(out);
@@ -423,58 +516,65 @@ const processingBench = async () => {
     plain.push(took);
     log(`round ${round + 1} plain ffmpeg: ${took.toFixed(2)} s`);
   };
-  const runHost = async (round) => {
-    const upload = await host.begin(sourceBytes, `processing ${round + 1}`);
-    await host.putParts(source, upload);
-    await host.complete(upload);
-    const cpuBefore = await cpuSeconds(host.host.child.pid);
-    const databaseBefore = await databaseCpu();
+  const runHost = async (round, on = host, into = { hosted, waits, hostCpu }, name = "vod host") => {
+    const upload = await on.begin(sourceBytes, `processing ${round + 1}`);
+    await on.putParts(source, upload);
+    await on.complete(upload);
+    const cpuBefore = await cpuSeconds(on.host.child.pid);
+    const databaseBefore = on === host ? await databaseCpu() : 0;
     const start = now();
     const deadline = Date.now() + 15 * 60_000;
     let asset;
     let picked;
     for (;;) {
-      asset = await host.asset(upload.assetId);
+      asset = await on.asset(upload.assetId);
       if (picked === undefined && asset.status !== "uploaded") picked = seconds(start);
       if (asset.status === "ready" || asset.status === "failed") break;
       if (Date.now() > deadline) throw new Error(`asset still ${asset.status} after 15 minutes`);
       await sleep(POLL_MS);
     }
     const took = seconds(start);
-    const cpuAfter = await cpuSeconds(host.host.child.pid);
-    hostCpu.push({
+    const cpuAfter = await cpuSeconds(on.host.child.pid);
+    into.hostCpu.push({
       self: cpuAfter.user + cpuAfter.system - cpuBefore.user - cpuBefore.system,
       tools: cpuAfter.children - cpuBefore.children,
-      database: (await databaseCpu()) - databaseBefore,
+      database: on === host ? (await databaseCpu()) - databaseBefore : 0,
     });
     if (asset.status !== "ready")
-      throw new Error(`processing failed: ${JSON.stringify(asset)}\n${host.host.output()}`);
-    hosted.push(took);
-    waits.push(picked);
+      throw new Error(`processing failed: ${JSON.stringify(asset)}\n${on.host.output()}`);
+    into.hosted.push(took);
+    into.waits.push(picked);
     log(
-      `round ${round + 1} vod host: ${took.toFixed(2)} s, of which ${picked.toFixed(2)} s before the job started`,
+      `round ${round + 1} ${name}: ${took.toFixed(2)} s, of which ${picked.toFixed(2)} s before the job started`,
     );
   };
+  const runGcs = (round) => gcsHost && runHost(round, gcsHost, gcs, "vod host on gcs");
   for (let round = 0; round < processingRounds; round++) {
     syncDisks();
     // Alternate which goes first, so neither always runs on a cooler (or hotter) machine.
     if (round % 2 === 0) {
       await runPlain(round);
       await runHost(round);
+      await runGcs(round);
     } else {
+      await runGcs(round);
       await runHost(round);
       await runPlain(round);
     }
   }
   await host.host.stop();
-  return { plain, hosted, waits, plainCpu, hostCpu, sourceBytes, planned };
+  await gcsHost?.host.stop();
+  return { plain, hosted, waits, plainCpu, hostCpu, sourceBytes, planned, gcs: gcsHost ? gcs : undefined };
 };
 
 // ---------------------------------------------------------------------------------------------
 
 try {
   const ffmpegVersion = execFileSync(tools.ffmpeg, ["-version"], { encoding: "utf8" }).split("\n")[0];
-  const roles = [!args["skip-upload"] && "upload", !args["skip-processing"] && "processing"].filter(Boolean);
+  const roles = [!args["skip-upload"] && "upload", !args["skip-processing"] && "processing"]
+    .filter(Boolean)
+    .flatMap((r) => (withGcs ? [r, `gcs_${r}`] : [r]));
+  const loadAtStart = loadAverage();
   const url = new URL(databaseUrl);
   const storage =
     vodStorage === "server"
@@ -484,18 +584,20 @@ try {
   const header =
     `${new Date().toISOString()}  vod storage ${storage}  node ${process.version}  ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}  ` +
     `${ffmpegVersion.split(" Copyright")[0]}\nbuild measured: ${repo} ${describeBuild()}` +
+    (withGcs ? "\nobject stores: filesystem and gcs (the GCS test server, a process of its own)" : "") +
     (args["skip-upload"]
       ? ""
       : `\npage cache before each upload: ${evenPageCache ? "dropped, then the source read back" : "as the last round left it"}`);
   const rows = [];
   const extra = [];
+  const bucket = withGcs ? await gcsBucket() : undefined;
 
   if (!args["skip-upload"]) {
     const file = join(scratch, "random.bin");
     log(`writing ${sizeMiB} MiB of random bytes to ${file}`);
     await makeRandomFile(file, SIZE);
     syncDisks();
-    const { results, idleKiB, hwmKiB, notes, tusVersion, database } = await uploadBench(file);
+    const { results, idleKiB, hwmKiB, notes, tusVersion, database } = await uploadBench(file, bucket);
     const med = (name, key = "seconds") => median(results[name].map((r) => r[key]));
     const limit = med("bare");
     const tus = med("tus");
@@ -546,6 +648,58 @@ try {
         "—",
       ],
     );
+    if (results["vod-gcs"]) {
+      const gcsRatio = ratio("vod-gcs", "bare");
+      const cpuPerGiB = (name, key = "cpu") => (med(name, key) * GiB) / SIZE;
+      const bucketCpuPerGiB = (median(results["vod-gcs"].map((r) => r.bucketCpu)) * GiB) / SIZE;
+      rows.push(
+        [
+          `${vodGcsName}: part PUTs to the bucket's signed URLs vs the limit`,
+          SIZE,
+          secs("vod-gcs"),
+          mbps(med("vod-gcs")),
+          fmt(gcsRatio),
+          "info",
+          "—",
+        ],
+        [
+          `${vodGcsName}: complete (the bucket joins the parts)`,
+          SIZE,
+          `${fmt(med("vod-gcs", "completeSeconds"))}${spread(results["vod-gcs"].map((r) => r.completeSeconds))}`,
+          "—",
+          "—",
+          "info",
+          "—",
+        ],
+        [
+          `host CPU per GiB during part PUTs: ${vodName} (filesystem)`,
+          SIZE,
+          "—",
+          "—",
+          `${fmt(cpuPerGiB("vod"))} s`,
+          "info",
+          "—",
+        ],
+        [
+          `host CPU per GiB during part PUTs: ${vodGcsName} (the bucket's own: ${fmt(bucketCpuPerGiB)} s)`,
+          SIZE,
+          "—",
+          "—",
+          `${fmt(cpuPerGiB("vod-gcs"))} s`,
+          "< 0.10 s",
+          verdict(cpuPerGiB("vod-gcs") < 0.1),
+        ],
+        [
+          `host CPU per GiB starting the upload (create, start: ${results["vod-gcs"][0].requests} URLs): filesystem / gcs`,
+          SIZE,
+          "—",
+          "—",
+          `${fmt(cpuPerGiB("vod", "beginCpu"))} s / ${fmt(cpuPerGiB("vod-gcs", "beginCpu"))} s`,
+          "info",
+          "—",
+        ],
+      );
+    }
     const peak = Math.max(...results.vod.map((r) => r.peakKiB)) / 1024;
     const peakComplete = Math.max(...results.vod.map((r) => r.peakWithCompleteKiB)) / 1024;
     const growth = peak - idleKiB.vod / 1024;
@@ -565,13 +719,21 @@ try {
       );
     }
     extra.push(
-      `server CPU seconds (user + system) per upload, median: ${["bare", "tus", "vod"]
+      `server CPU seconds (user + system) per upload, median: ${Object.keys(results)
         .map((name) => `${name} ${fmt(med(name, "cpu"))}`)
-        .join(", ")} (vod: part PUTs only)`,
+        .join(
+          ", ",
+        )} (vod: part PUTs only${results["vod-gcs"] ? "; vod-gcs: the host's, the bucket's apart" : ""})`,
     );
     extra.push(
       `vod: VmHWM over the whole run ${fmt(hwmKiB.vod / 1024, 0)} MiB (includes start-up and migrations)`,
     );
+    if (results["vod-gcs"])
+      extra.push(
+        `vod-gcs: peak RSS ${fmt(Math.max(...results["vod-gcs"].map((r) => r.peakKiB)) / 1024, 0)} MiB during part PUTs ` +
+          `(idle ${fmt(idleKiB["vod-gcs"] / 1024, 0)} MiB), ${results["vod-gcs"][0].requests} parts of ${results["vod-gcs"][0].partSize / MiB} MiB; ` +
+          "the bucket is the GCS test server (node:http, each part streamed to a file with its MD5), the host only signs the URLs",
+      );
     if (database)
       extra.push(
         `vod's embedded database (PGlite in a child process of the host, pid ${database.pid}): peak RSS ${fmt(database.peakKiB / 1024, 0)} MiB during uploads ` +
@@ -586,7 +748,8 @@ try {
   }
 
   if (!args["skip-processing"]) {
-    const { plain, hosted, waits, plainCpu, hostCpu, sourceBytes, planned } = await processingBench();
+    const { plain, hosted, waits, plainCpu, hostCpu, sourceBytes, planned, gcs } =
+      await processingBench(bucket);
     const p = median(plain);
     const h = median(hosted);
     const r = median(hosted.map((t, i) => t / plain[i]));
@@ -611,6 +774,23 @@ try {
         verdict(r <= 1.1),
       ],
     );
+    if (gcs) {
+      const toFilesystem = median(gcs.hosted.map((t, i) => t / hosted[i]));
+      rows.push([
+        `processing: ${vodGcsName}, upload-complete → ready, vs the filesystem set`,
+        sourceBytes,
+        `${fmt(median(gcs.hosted))}${spread(gcs.hosted)}`,
+        "—",
+        fmt(toFilesystem),
+        "info",
+        "—",
+      ]);
+      extra.push(
+        `vod host on gcs: upload-complete → job started ${fmt(median(gcs.waits))} s${spread(gcs.waits)}; ` +
+          `CPU seconds, median: its tools ${fmt(median(gcs.hostCpu.map((c) => c.tools)))} + the host process ` +
+          `${fmt(median(gcs.hostCpu.map((c) => c.self)))} (source read from the bucket, renditions written to it)`,
+      );
+    }
     extra.push(
       `processing source: ${videoSeconds} s ${VIDEO.width}x${VIDEO.height} ${VIDEO.fps} fps testsrc2 + sine, ` +
         `${processingRounds} round(s), the two alternating; ratio: median of per-round ratios`,
@@ -633,6 +813,7 @@ try {
     table(["scenario", "bytes", "seconds", "MB/s", "ratio (to baseline)", "target", "result"], rows),
   );
   console.log(`\n${extra.map((l) => `- ${l}`).join("\n")}\n`);
+  console.log(`load average (1, 5, 15 min): at the start ${loadAtStart}, at the end ${loadAverage()}\n`);
 } finally {
   await cleanup();
 }
