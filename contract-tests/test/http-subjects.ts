@@ -1,0 +1,234 @@
+import { randomBytes } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { filesystemBackdoor } from "@vod/adapter-filesystem";
+import {
+  type ManualClock,
+  manualClock,
+  memoryBackdoor,
+  memoryJobQueue,
+  memoryObjectStore,
+  memoryRevocationStore,
+  memoryStorage,
+  memoryTelemetrySink,
+} from "@vod/adapter-memory";
+import {
+  connectPostgres,
+  migrate,
+  pgBossQueue,
+  postgresBackdoor,
+  postgresRevocationStore,
+  postgresStorage,
+  postgresTelemetryBackdoor,
+  postgresTelemetrySink,
+  type SqlDatabase,
+} from "@vod/adapter-postgres";
+import { redisBackdoor } from "@vod/adapter-redis";
+import {
+  fakeMediaProcessor,
+  type HttpSubject,
+  type MakeHttpSubject,
+  startFakeGoogle,
+  temporarySchemas,
+  testHostEnv,
+} from "@vod/contract-tests";
+import { type HostConfig, loadConfig, openDatabase, type RunningHost, startHost } from "@vod/host-express";
+import { afterAll } from "vitest";
+
+/**
+ * The hosts the HTTP suites run against, one maker per adapter set, so that every set's test
+ * file only names its set. Every host gets a fake Google, a data directory of its own, a manual
+ * clock and the fake media processor; it runs no processing job unless the env asks for a worker.
+ */
+
+/** What a set adds to the common parts of a subject. */
+interface Started {
+  readonly host: RunningHost;
+  readonly backdoor: HttpSubject["backdoor"];
+  readonly objects: HttpSubject["objects"];
+  readonly telemetryEvents: HttpSubject["telemetryEvents"];
+  /** Releases what the set opened beside the host (backdoor connections, Redis keys). */
+  readonly close?: () => Promise<void>;
+}
+
+type Start = (config: HostConfig, clock: ManualClock, dataDir: string) => Promise<Started>;
+
+const subjectMaker =
+  (label: string, setEnv: () => Record<string, string>, start: Start): MakeHttpSubject =>
+  async (env = {}) => {
+    const google = await startFakeGoogle();
+    const dataDir = await mkdtemp(join(tmpdir(), `vod-http-${label}-`));
+    const clock = manualClock(Date.now());
+    let started: Started;
+    try {
+      const config = loadConfig({
+        ...testHostEnv(google, dataDir),
+        VOD_WORKER_CONCURRENCY: "0",
+        ...setEnv(),
+        ...env,
+      });
+      started = await start(config, clock, dataDir);
+    } catch (error) {
+      await google.close();
+      await rm(dataDir, { recursive: true, force: true });
+      throw error;
+    }
+    return {
+      baseUrl: started.host.url,
+      backdoor: started.backdoor,
+      objects: started.objects,
+      telemetryEvents: started.telemetryEvents,
+      clock,
+      google,
+      cleanup: async () => {
+        await started.host.close(1_000);
+        await started.close?.();
+        await google.close();
+        await rm(dataDir, { recursive: true, force: true });
+      },
+    };
+  };
+
+/** Every adapter in memory; the backdoor reads the maps. */
+export const memorySubject = (): MakeHttpSubject =>
+  subjectMaker(
+    "memory",
+    () => ({}),
+    async (config, clock) => {
+      const storage = memoryStorage();
+      const objectStore = memoryObjectStore();
+      const telemetrySink = memoryTelemetrySink();
+      const host = await startHost(config, {
+        storage,
+        objectStore,
+        // Without a worker (the default here) enqueued jobs stay in the state, for the backdoor.
+        jobQueue: memoryJobQueue(storage.state, { retryDelayMs: 100 }),
+        mediaProcessor: fakeMediaProcessor(),
+        revocationStore: memoryRevocationStore(),
+        telemetrySink,
+        clock,
+      });
+      return {
+        host,
+        backdoor: memoryBackdoor(storage.state),
+        objects: objectStore.backdoor,
+        telemetryEvents: async (sessionId) => telemetrySink.events.filter((e) => e.session_id === sessionId),
+      };
+    },
+  );
+
+/** SQL reads of one schema, over a connection of the backdoor's own. */
+const postgresReads = (url: string, schema: string) => {
+  const db = connectPostgres({ connectionString: url, schema, poolSize: 2 });
+  return {
+    backdoor: postgresBackdoor(db),
+    telemetryEvents: postgresTelemetryBackdoor(db).events,
+    close: () => db.close(),
+  };
+};
+
+/**
+ * Server Postgres as production composes it from VOD_DATABASE_URL (pg-boss jobs, filesystem
+ * objects read back from the disk), one schema per host, all dropped after the file. With
+ * `redisUrl`, Redis too, under a key prefix of each host's own, whose keys are deleted with it.
+ * Call it inside the describe block: it registers the schemas' removal there.
+ */
+export const postgresSubject = (
+  url: string,
+  options: { readonly redisUrl?: string } = {},
+): MakeHttpSubject => {
+  const schemas = temporarySchemas(url, "vod_http");
+  afterAll(() => schemas.dropAll());
+  return subjectMaker(
+    options.redisUrl ? "pg-redis" : "pg",
+    () => ({
+      VOD_DATABASE_URL: url,
+      VOD_DATABASE_SCHEMA: schemas.fresh(),
+      VOD_DATABASE_POOL_SIZE: "4",
+      ...(options.redisUrl
+        ? {
+            VOD_REDIS_URL: options.redisUrl,
+            VOD_REDIS_KEY_PREFIX: `vod_http_${randomBytes(6).toString("hex")}:`,
+          }
+        : {}),
+    }),
+    async (config, clock, dataDir) => {
+      const host = await startHost(config, { clock, mediaProcessor: fakeMediaProcessor() });
+      const reads = postgresReads(url, config.database.schema ?? "");
+      const redisUrl = config.redis.url;
+      return {
+        host,
+        backdoor: reads.backdoor,
+        telemetryEvents: reads.telemetryEvents,
+        objects: filesystemBackdoor(join(dataDir, "objects")),
+        close: async () => {
+          await reads.close();
+          if (redisUrl === undefined) return;
+          const redis = redisBackdoor({ url: redisUrl, keyPrefix: config.redis.keyPrefix });
+          try {
+            await redis.clear();
+          } finally {
+            await redis.close();
+          }
+        },
+      };
+    },
+  );
+};
+
+/**
+ * The embedded default: no VOD_DATABASE_URL, so PGlite in a process of its own on a data
+ * directory (`openDatabase`, as `npm start` opens it), migrated, with pg-boss, the storage,
+ * revocations and telemetry over it as the host composes them. The database is opened once per
+ * file (it takes seconds) and every host of the file is a node over it, as nodes of one deployment
+ * share theirs; the backdoor reads it beside them. Call it inside the describe block.
+ */
+export const pgliteSubject = (): MakeHttpSubject => {
+  let opened: Promise<{ readonly db: SqlDatabase; readonly dir: string }> | undefined;
+  const database = () => {
+    opened ??= (async () => {
+      const dir = await mkdtemp(join(tmpdir(), "vod-http-pglite-db-"));
+      const db = await openDatabase(loadConfig({ VOD_DATA_DIR: dir }));
+      await migrate(db);
+      return { db, dir };
+    })();
+    return opened;
+  };
+  afterAll(async () => {
+    if (opened === undefined) return;
+    const { db, dir } = await opened;
+    await db.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+  return subjectMaker(
+    "pglite",
+    () => ({}),
+    async (config, clock, dataDir) => {
+      const { db } = await database();
+      const boss = await pgBossQueue(db, {
+        maxAttempts: config.jobs.maxAttempts,
+        retryDelaySeconds: config.jobs.retryDelaySeconds,
+        leaseSeconds: config.jobs.leaseSeconds,
+      });
+      const host = await startHost(config, {
+        storage: postgresStorage(db, { enqueue: boss.enqueueWith, enqueued: boss.wake }),
+        jobQueue: boss,
+        revocationStore: postgresRevocationStore(db),
+        telemetrySink: postgresTelemetrySink(db),
+        mediaProcessor: fakeMediaProcessor(),
+        clock,
+      }).catch(async (error: unknown) => {
+        await boss.close();
+        throw error;
+      });
+      return {
+        host,
+        backdoor: postgresBackdoor(db),
+        telemetryEvents: postgresTelemetryBackdoor(db).events,
+        objects: filesystemBackdoor(join(dataDir, "objects")),
+        close: () => boss.close(),
+      };
+    },
+  );
+};
