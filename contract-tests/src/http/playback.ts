@@ -1,5 +1,5 @@
 import { renditionsPrefix } from "@vod/core";
-import { describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import {
   type Credential,
   createApiKey,
@@ -197,6 +197,10 @@ export const describePlayback = (makeSubject: MakeHttpSubject): void => {
       catalogOf ??= makeCatalog(h.api);
       return catalogOf;
     };
+    // Made before the first test, so that no test's own time limit pays for processing.
+    beforeAll(async () => {
+      await catalog(subject());
+    }, 90_000);
 
     const createSession = (h: Harness, credential: Credential, json: unknown) =>
       h.api.post<CreatedPlayback>("/v1/playback/sessions", { ...credentialOptions(credential), json });
