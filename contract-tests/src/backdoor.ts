@@ -1,7 +1,9 @@
 import type {
   ApiKey,
   Asset,
+  ContentKey,
   Identity,
+  PlaybackSession,
   RefreshSession,
   RefreshToken,
   Tenant,
@@ -24,6 +26,9 @@ export interface StorageBackdoor {
   apiKey(id: string): Promise<ApiKey | undefined>;
   asset(id: string): Promise<Asset | undefined>;
   upload(id: string): Promise<UploadSession | undefined>;
+  playbackSession(id: string): Promise<PlaybackSession | undefined>;
+  /** The asset's content key as stored (wrapped). */
+  contentKey(assetId: string): Promise<ContentKey | undefined>;
   /** Every job the queue holds, in any state. */
   jobs(): Promise<ReadonlyArray<{ name: string; data: unknown; state: string }>>;
   /** Fixture writes the API has no operation for. */

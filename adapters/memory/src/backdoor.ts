@@ -12,6 +12,8 @@ export const memoryBackdoor = (s: MemoryState) => ({
   apiKey: async (id: string) => s.apiKeys.get(id),
   asset: async (id: string) => s.assets.get(id),
   upload: async (id: string) => s.uploads.get(id),
+  playbackSession: async (id: string) => s.playbackSessions.get(id),
+  contentKey: async (assetId: string) => [...s.contentKeys.values()].find((k) => k.asset_id === assetId),
   jobs: async () => [...s.jobs.values()].map(({ name, data, state }) => ({ name, data, state })),
   insertUser: async (user: Parameters<MemoryState["users"]["set"]>[1]) => {
     s.users.set(user.id, user);

@@ -1,7 +1,9 @@
 import type {
   ApiKey,
   Asset,
+  ContentKey,
   Identity,
+  PlaybackSession,
   RefreshSession,
   RefreshToken,
   Tenant,
@@ -30,6 +32,10 @@ export const postgresBackdoor = (sql: Queryable & { readonly schema?: string | u
     apiKey: (id: string) => first<ApiKey>("SELECT * FROM api_keys WHERE id = $1", [id]),
     asset: (id: string) => first<Asset>("SELECT * FROM assets WHERE id = $1", [id]),
     upload: (id: string) => first<UploadSession>("SELECT * FROM upload_sessions WHERE id = $1", [id]),
+    playbackSession: (id: string) =>
+      first<PlaybackSession>("SELECT * FROM playback_sessions WHERE id = $1", [id]),
+    contentKey: (assetId: string) =>
+      first<ContentKey>("SELECT * FROM content_keys WHERE asset_id = $1", [assetId]),
     // pg-boss keeps its jobs in a schema of its own, named after ours (see jobs.ts).
     jobs: async () =>
       (

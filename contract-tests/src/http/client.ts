@@ -1,4 +1,5 @@
 import { createHash, randomBytes, randomInt, randomUUID } from "node:crypto";
+import type { TelemetryEvent } from "@vod/core";
 import { afterAll, beforeAll, expect } from "vitest";
 import type { StorageBackdoor } from "../backdoor.js";
 import type { FakeGoogle } from "../fake-google.js";
@@ -17,6 +18,8 @@ export interface HttpSubject {
   readonly backdoor: StorageBackdoor;
   /** What the host's object store holds (uploaded parts, assembled origins), read beside it. */
   readonly objects: ObjectStoreBackdoor;
+  /** The telemetry events the host's sink stored for a playback session, in the order stored. */
+  telemetryEvents(sessionId: string): Promise<ReadonlyArray<TelemetryEvent>>;
   readonly clock: ManualClockLike;
   /** The identity provider the host trusts (its client id and certificate URL). */
   readonly google: FakeGoogle;
@@ -29,7 +32,12 @@ export interface HttpSubject {
   cleanup(): Promise<void>;
 }
 
-/** Starts a fresh host; `env` adds environment variables (e.g. low rate limits) to its config. */
+/**
+ * Starts a fresh host; `env` adds environment variables (e.g. low rate limits) to its config.
+ * A host runs no processing job unless `env` sets VOD_WORKER_CONCURRENCY: completed uploads stay
+ * queued, for the backdoor to read. With a worker it processes with a fake media processor (a
+ * tiny HLS set, encrypted assets named by their key id), so that assets become ready in moments.
+ */
 export type MakeHttpSubject = (env?: Record<string, string>) => Promise<HttpSubject>;
 
 // ---------------------------------------------------------------------------------------------

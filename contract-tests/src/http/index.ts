@@ -5,6 +5,7 @@ import { describeAssets } from "./assets.js";
 import type { MakeHttpSubject } from "./client.js";
 import { describeErrors } from "./errors.js";
 import { describeGoogleSignIn } from "./google.js";
+import { describePlayback } from "./playback.js";
 import { describeRateLimits } from "./rate-limits.js";
 import { describeUploads } from "./uploads.js";
 
@@ -25,5 +26,6 @@ export const describeHttpApi = (name: string, makeSubject: MakeHttpSubject): voi
     describeUploads(makeSubject);
     describeErrors(makeSubject);
     describeRateLimits(makeSubject);
+    describePlayback(makeSubject);
   });
 };

@@ -14,7 +14,7 @@ import {
 } from "./client.js";
 
 /** A 429 whose Retry-After header is a whole number of seconds, at least 1 and at most `max`, echoed in details. */
-const expectRateLimited = (reply: Reply<unknown>, max: number): number => {
+export const expectRateLimited = (reply: Reply<unknown>, max: number): number => {
   const body = expectError(reply, 429, "rate_limited");
   const header = reply.headers.get("retry-after");
   expect(header).toMatch(/^\d+$/);

@@ -29,6 +29,14 @@ export const DELIVERY_URL_TTL_MS = 300_000;
 /** An entitlement lives at most this long, and never past its session. */
 export const ENTITLEMENT_TTL_MS = 300_000;
 
+/**
+ * The byte range a client asked for, resolved once the file's size is known (a suffix range,
+ * `bytes=-500`, means nothing without it): a range, "unsatisfiable", or undefined for the whole file.
+ */
+export type RequestedRange = (
+  size: number,
+) => { readonly start: number; readonly end: number } | "unsatisfiable" | undefined;
+
 export interface PlaybackClaims {
   readonly sessionId: string;
   readonly tenantId: string;
@@ -192,7 +200,7 @@ export const makePlayback = (ports: VodPorts, config: VodConfig) => {
    * A file of the session's renditions (`master.m3u8`, `720p/playlist.m3u8`, `720p/3.m4s`, ...).
    * Playlists use relative URIs, so every URI a player resolves stays under the token's path.
    */
-  const open = (token: string, path: string, range?: { start: number; end: number }) =>
+  const open = (token: string, path: string, range?: RequestedRange) =>
     Effect.gen(function* () {
       const claims = yield* verify(token);
       if (!isRenditionFile(path)) return yield* Effect.fail(new NotFound({ message: "no such file" }));
@@ -207,9 +215,9 @@ export const makePlayback = (ports: VodPorts, config: VodConfig) => {
         return { kind: "redirect" as const, url };
       }
       const size = head.value.size;
-      if (range && (range.start >= size || range.start > range.end))
-        return { kind: "unsatisfiable" as const, size };
-      const bounded = range ? { start: range.start, end: Math.min(range.end, size - 1) } : undefined;
+      const wanted = range?.(size);
+      if (wanted === "unsatisfiable") return { kind: "unsatisfiable" as const, size };
+      const bounded = wanted ? { start: wanted.start, end: Math.min(wanted.end, size - 1) } : undefined;
       const body: ByteStream = yield* Effect.catchTag(store.get(key, bounded), "NotFound", () =>
         Effect.fail(new NotFound({ message: "no such file" })),
       );

@@ -1,6 +1,6 @@
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import { InvalidRequest, PayloadTooLarge, type Vod, type VodError } from "@vod/core";
+import { InvalidRequest, PayloadTooLarge, type RequestedRange, type Vod, type VodError } from "@vod/core";
 import { Effect, Exit } from "effect";
 import express, { type Request, type RequestHandler, type Router } from "express";
 import { cors, credentialsOf, isDisconnect, logDisconnect, loggedPath, sendFailure } from "./http.js";
@@ -9,17 +9,24 @@ import { cors, credentialsOf, isDisconnect, logDisconnect, loggedPath, sendFailu
 export const TELEMETRY_MAX_BYTES = 32 * 1024;
 const LICENSE_MAX_BYTES = 16 * 1024;
 
-/** A single `bytes=a-b` / `bytes=a-` / `bytes=-n` range; anything else is served whole. */
-const parseRange = (header: string | undefined, size: number | undefined) => {
-  const m = header ? /^bytes=(\d*)-(\d*)$/.exec(header.trim()) : null;
-  if (!m || (m[1] === "" && m[2] === "")) return undefined;
-  if (m[1] === "") {
-    const suffix = Number(m[2]);
-    const total = size ?? Number.MAX_SAFE_INTEGER;
-    return { start: Math.max(0, total - suffix), end: total - 1 };
-  }
-  return { start: Number(m[1]), end: m[2] === "" ? Number.MAX_SAFE_INTEGER : Number(m[2]) };
-};
+/**
+ * The Range header, read by Express's own parser (range-parser) once the core knows the size:
+ * one range is served as such, a malformed header or several ranges serve the whole file (as
+ * RFC 9110 allows), none that fits is 416. range-parser 1.x refuses a suffix longer than the file
+ * (`bytes=-5000` of 1,000 bytes), which RFC 9110 14.1.2 serves whole; 2.x fixes it but needs
+ * Node 22, so that one case is clamped here.
+ */
+const requestedRange =
+  (req: Request): RequestedRange =>
+  (size) => {
+    const suffix = /^bytes=\s*-\s*(\d+)\s*$/.exec(req.get("range") ?? "");
+    if (suffix && size > 0 && Number(suffix[1]) > size) return { start: 0, end: size - 1 };
+    const ranges = req.range(size, { combine: true });
+    if (ranges === -1) return "unsatisfiable";
+    if (ranges === undefined || ranges === -2 || ranges.type !== "bytes" || ranges.length !== 1)
+      return undefined;
+    return ranges[0];
+  };
 
 /** Reads a body up to `limit` bytes; more is refused without reading the rest. */
 const readLimited = (req: Request, limit: number) =>
@@ -57,9 +64,7 @@ export const playbackRoutes = (vod: Vod): Router => {
   const serve: RequestHandler = async (req, res) => {
     const path = ([] as string[]).concat(req.params.path ?? []).join("/");
     const token = String(req.params.token);
-    const exit = await Effect.runPromiseExit(
-      vod.playback.open(token, path, parseRange(req.get("range"), undefined)),
-    );
+    const exit = await Effect.runPromiseExit(vod.playback.open(token, path, requestedRange(req)));
     if (Exit.isFailure(exit)) return sendFailure(req, res, exit.cause);
     const file = exit.value;
     if (file.kind === "unsatisfiable") {
