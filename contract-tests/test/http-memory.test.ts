@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { manualClock, memoryBackdoor, memoryObjectStore, memoryStorage } from "@vod/adapter-memory";
 import { describeHttpApi, startFakeGoogle, testHostEnv } from "@vod/contract-tests";
 import { loadConfig, startHost } from "@vod/host-express";
+import { Effect } from "effect";
 
 describeHttpApi("memory", async (env = {}) => {
   const google = await startFakeGoogle();
@@ -19,7 +20,13 @@ describeHttpApi("memory", async (env = {}) => {
   });
   return {
     baseUrl: host.url,
-    backdoor: memoryBackdoor(storage.state),
+    // A suspension goes through the core's use case, as an operator's does (`vod tenant suspend`):
+    // a status written behind the host's back reaches its credential cache only after 60 s.
+    backdoor: {
+      ...memoryBackdoor(storage.state),
+      setTenantStatus: (id: string, status: "active" | "suspended") =>
+        Effect.runPromise(Effect.asVoid(host.vod.tenants.setStatus(id, status))),
+    },
     objects: objectStore.backdoor,
     clock,
     google,

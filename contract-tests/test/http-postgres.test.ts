@@ -13,6 +13,7 @@ import {
   testServices,
 } from "@vod/contract-tests";
 import { loadConfig, startHost } from "@vod/host-express";
+import { Effect } from "effect";
 import { afterAll, describe } from "vitest";
 
 // The host composes its storage from VOD_DATABASE_URL exactly as in production; each host gets
@@ -47,7 +48,13 @@ describe.skipIf(databaseUrl === null)(
       const db = connectPostgres({ connectionString: url, schema, poolSize: 2 });
       return {
         baseUrl: host.url,
-        backdoor: postgresBackdoor(db),
+        // A suspension goes through the core's use case, as an operator's does (`vod tenant suspend`):
+        // a status written behind the host's back reaches its credential cache only after 60 s.
+        backdoor: {
+          ...postgresBackdoor(db),
+          setTenantStatus: (id: string, status: "active" | "suspended") =>
+            Effect.runPromise(Effect.asVoid(host.vod.tenants.setStatus(id, status))),
+        },
         objects: filesystemBackdoor(join(dataDir, "objects")),
         clock,
         google,

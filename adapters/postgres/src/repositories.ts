@@ -110,6 +110,7 @@ export const repositoriesOver = (sql: Queryable, enqueue?: Enqueue): Repositorie
         ),
       get: (id) =>
         one<Tenant>("SELECT id, slug, name, plan, status, created_at FROM tenants WHERE id = $1", [id]),
+      setStatus: (id, status) => write("UPDATE tenants SET status = $2 WHERE id = $1", [id, status]),
     },
     users: {
       insert: (u) =>
