@@ -61,6 +61,8 @@ interface Cached {
   readonly at: number;
   /** For a key: its record, whose expiry and last use are checked on every request. */
   apiKey?: ApiKey;
+  /** For an access token: when it expires (epoch ms), checked on every request. */
+  readonly expiresAt?: number;
 }
 
 const concerns = (principal: Principal, revocation: Revocation): boolean => {
@@ -185,37 +187,39 @@ export const makeCredentials = (
     });
 
   const byBearer = (token: string): Effect.Effect<Principal, Unauthorized | Forbidden | StorageError> =>
-    Effect.gen(function* () {
+    Effect.suspend(() => {
       const now = clock.now();
-      // The signature, expiry, issuer and audience are checked on every request; only what the
-      // session, user and tenant resolve to is cached.
-      const verified = yield* Effect.mapError(tokenSigner.verify("access", token, { now }), (rejected) =>
-        unauthorized(rejected.reason === "expired" ? "access token expired" : "invalid access token"),
-      );
-      const { sub, tid, sid } = verified.claims;
-      if (typeof sub !== "string" || typeof tid !== "string" || typeof sid !== "string")
-        return yield* Effect.fail(unauthorized("invalid access token"));
-      const cacheKey = `s:${tid}:${sid}:${sub}`;
+      // Keyed by the token itself: its signature, issuer and audience were checked when it was
+      // cached and cannot change; its expiry is checked on every request.
+      const cacheKey = `a:${token}`;
       const cached = fresh(cacheKey, now);
-      if (cached) return cached.principal;
+      if (cached?.expiresAt !== undefined && now < cached.expiresAt) return Effect.succeed(cached.principal);
       const since = generation;
-      const session = yield* storage.refreshSessions.getSession(tid, sid);
-      if (Option.isNone(session) || session.value.revoked_at !== null)
-        return yield* Effect.fail(unauthorized("session has ended"));
-      const user = yield* storage.users.get(tid, sub);
-      if (Option.isNone(user)) return yield* Effect.fail(unauthorized("credential is no longer valid"));
-      const tenant = yield* activeTenant(tid);
-      const role = user.value.role;
-      const principal: Principal = {
-        kind: "user",
-        tenant,
-        user: publicUser(user.value),
-        role,
-        scope: scopeOfRole(role),
-        sessionId: sid,
-      };
-      remember(cacheKey, { principal, at: now }, since);
-      return principal;
+      return Effect.gen(function* () {
+        const verified = yield* Effect.mapError(tokenSigner.verify("access", token, { now }), (rejected) =>
+          unauthorized(rejected.reason === "expired" ? "access token expired" : "invalid access token"),
+        );
+        const { sub, tid, sid } = verified.claims;
+        if (typeof sub !== "string" || typeof tid !== "string" || typeof sid !== "string")
+          return yield* Effect.fail(unauthorized("invalid access token"));
+        const session = yield* storage.refreshSessions.getSession(tid, sid);
+        if (Option.isNone(session) || session.value.revoked_at !== null)
+          return yield* Effect.fail(unauthorized("session has ended"));
+        const user = yield* storage.users.get(tid, sub);
+        if (Option.isNone(user)) return yield* Effect.fail(unauthorized("credential is no longer valid"));
+        const tenant = yield* activeTenant(tid);
+        const role = user.value.role;
+        const principal: Principal = {
+          kind: "user",
+          tenant,
+          user: publicUser(user.value),
+          role,
+          scope: scopeOfRole(role),
+          sessionId: sid,
+        };
+        remember(cacheKey, { principal, at: now, expiresAt: verified.exp * 1000 }, since);
+        return principal;
+      });
     });
 
   /** Who is calling. An API key wins when both credentials are sent. */
