@@ -38,6 +38,7 @@ import {
 } from "@vod/contract-tests";
 import type { ObjectStore } from "@vod/core";
 import { type HostConfig, loadConfig, openDatabase, type RunningHost, startHost } from "@vod/host-express";
+import { Effect } from "effect";
 import { afterAll, beforeAll } from "vitest";
 import { gcsTestBackdoor } from "../../adapters/gcs/test/backdoor.js";
 
@@ -81,9 +82,17 @@ const subjectMaker =
       await rm(dataDir, { recursive: true, force: true });
       throw error;
     }
+    const { host } = started;
     return {
-      baseUrl: started.host.url,
-      backdoor: started.backdoor,
+      baseUrl: host.url,
+      // A suspension goes through the core's use case, as an operator's does (`vod tenant
+      // suspend`): a status written behind the host's back reaches its credential cache only
+      // after 60 s.
+      backdoor: {
+        ...started.backdoor,
+        setTenantStatus: (id: string, status: "active" | "suspended") =>
+          Effect.runPromise(Effect.asVoid(host.vod.tenants.setStatus(id, status))),
+      },
       objects: started.objects,
       telemetryEvents: started.telemetryEvents,
       ...(started.objectStore ? { objectStore: started.objectStore } : {}),

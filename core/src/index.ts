@@ -17,7 +17,7 @@ export { makeCursors } from "./use-cases/assets.js";
 export * from "./use-cases/authenticate.js";
 export type { RequestedRange } from "./use-cases/playback.js";
 export { defaultLadder, renditionsPrefix } from "./use-cases/processing.js";
-export { layeredRevocations } from "./use-cases/revocations.js";
+export { layeredRevocations, localRevocationFeed } from "./use-cases/revocations.js";
 export { sha256Hex } from "./use-cases/support.js";
 export { originKey } from "./use-cases/uploads.js";
 export * from "./vod.js";

@@ -6,7 +6,7 @@ import type { MediaProcessor } from "./ports/media-processor.js";
 import type { ObjectStore } from "./ports/object-store.js";
 import type { PasswordHasher } from "./ports/password-hasher.js";
 import type { RateLimiter } from "./ports/rate-limiter.js";
-import type { RevocationStore } from "./ports/revocation-store.js";
+import type { RevocationFeed, RevocationStore } from "./ports/revocation-store.js";
 import type { Storage } from "./ports/storage.js";
 import type { TelemetrySink } from "./ports/telemetry-sink.js";
 import type { TokenSigner } from "./ports/token-signer.js";
@@ -27,6 +27,7 @@ export const Tokens = {
   JobQueue: Symbol.for("vod.JobQueue"),
   MediaProcessor: Symbol.for("vod.MediaProcessor"),
   RevocationStore: Symbol.for("vod.RevocationStore"),
+  RevocationFeed: Symbol.for("vod.RevocationFeed"),
   TelemetrySink: Symbol.for("vod.TelemetrySink"),
   Config: Symbol.for("vod.Config"),
   Vod: Symbol.for("vod.Vod"),
@@ -43,6 +44,11 @@ export interface VodPorts {
   readonly rateLimiter: RateLimiter;
   readonly objectStore: ObjectStore;
   readonly revocationStore: RevocationStore;
+  /**
+   * Tells every node when a credential, a session or a tenant changes, so that each drops what
+   * it cached at once. Absent: this process alone is told (one node).
+   */
+  readonly revocationFeed?: RevocationFeed | undefined;
   readonly telemetrySink: TelemetrySink;
   /** Only processes that run jobs need it; the API enqueues through `Storage`. */
   readonly jobQueue?: JobQueue | undefined;

@@ -3,9 +3,10 @@ import type { VodPorts } from "./tokens.js";
 import { makeAccounts } from "./use-cases/accounts.js";
 import { makeApiKeys } from "./use-cases/api-keys.js";
 import { makeAssets } from "./use-cases/assets.js";
-import { makeAuthenticate } from "./use-cases/authenticate.js";
+import { makeCredentials } from "./use-cases/authenticate.js";
 import { makePlayback } from "./use-cases/playback.js";
 import { makeProcessing } from "./use-cases/processing.js";
+import { makeTenants } from "./use-cases/tenants.js";
 import { makeUploads } from "./use-cases/uploads.js";
 
 export type VodConfigInput = Partial<Omit<VodConfig, "rateLimits" | "processing">> & {
@@ -17,9 +18,11 @@ export type VodConfigInput = Partial<Omit<VodConfig, "rateLimits" | "processing"
 export interface Vod {
   readonly config: VodConfig;
   readonly ports: VodPorts;
-  readonly authenticate: ReturnType<typeof makeAuthenticate>;
+  readonly authenticate: ReturnType<typeof makeCredentials>["authenticate"];
   readonly accounts: ReturnType<typeof makeAccounts>;
   readonly apiKeys: ReturnType<typeof makeApiKeys>;
+  /** What operators do to tenants (no API operation: the host exposes it as a command). */
+  readonly tenants: ReturnType<typeof makeTenants>;
   readonly assets: ReturnType<typeof makeAssets>;
   readonly uploads: ReturnType<typeof makeUploads>;
   readonly processing: ReturnType<typeof makeProcessing>;
@@ -43,12 +46,14 @@ export const resolveConfig = (ports: VodPorts, input: VodConfigInput = {}): VodC
 /** For embedders without a DI container: the whole platform from plain port objects. */
 export const createVod = (ports: VodPorts, configInput?: VodConfigInput): Vod => {
   const config = resolveConfig(ports, configInput);
+  const credentials = makeCredentials(ports);
   return {
     config,
     ports,
-    authenticate: makeAuthenticate(ports),
-    accounts: makeAccounts(ports, config),
-    apiKeys: makeApiKeys(ports),
+    authenticate: credentials.authenticate,
+    accounts: makeAccounts(ports, config, credentials.forget),
+    apiKeys: makeApiKeys(ports, credentials.forget),
+    tenants: makeTenants(ports, credentials.forget),
     assets: makeAssets(ports, config),
     uploads: makeUploads(ports, config),
     processing: makeProcessing(ports, config),

@@ -1,7 +1,7 @@
 import { Effect } from "effect";
 import { describe, expect, it } from "vitest";
 import { StorageError } from "../src/errors.js";
-import type { RevocationFeed, RevocationStore } from "../src/ports/revocation-store.js";
+import type { Revocation, RevocationFeed, RevocationStore } from "../src/ports/revocation-store.js";
 import { cachedRevocations, layeredRevocations } from "../src/use-cases/revocations.js";
 
 /** A store of record in a Map, which can be made to fail, recording the order of writes. */
@@ -26,13 +26,13 @@ const recordStore = (events: string[]) => {
 
 /** A feed that delivers to every watcher, as pub/sub would, unless it is down (messages lost). */
 const recordFeed = (events: string[]) => {
-  const listeners: Array<(id: string) => void> = [];
+  const listeners: Array<(revocation: Revocation) => void> = [];
   let up = true;
   const feed: RevocationFeed = {
-    publish: (id) =>
+    publish: (revocation) =>
       Effect.sync(() => {
-        events.push(`publish ${id}`);
-        if (up) for (const l of listeners) l(id);
+        events.push(`publish ${revocation.id}`);
+        if (up) for (const l of listeners) l(revocation);
       }),
     watch: (l) => listeners.push(l),
   };

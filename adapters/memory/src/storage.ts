@@ -21,6 +21,11 @@ const repositoriesOver = (s: MemoryState): Repositories => ({
   tenants: {
     insert: (tenant) => Effect.sync(() => void s.tenants.set(tenant.id, tenant)),
     get: (id) => get(s.tenants, id),
+    setStatus: (id, status) =>
+      Effect.sync(() => {
+        const tenant = s.tenants.get(id);
+        if (tenant) s.tenants.set(id, { ...tenant, status });
+      }),
   },
   users: {
     insert: (user) =>

@@ -119,6 +119,8 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
           "SELECT id, slug, name, plan, status, created_at FROM tenants WHERE id = $1",
           [id],
         ),
+      setStatus: (id, status) =>
+        write(tenantScope(id), "UPDATE tenants SET status = $2 WHERE id = $1", [id, status]),
     },
     users: {
       insert: (u) =>

@@ -1,4 +1,4 @@
-import type { RateLimiter, RevocationFeed } from "@vod/core";
+import type { RateLimiter, Revocation, RevocationFeed } from "@vod/core";
 import { StorageError } from "@vod/core";
 import { Effect } from "effect";
 import { Redis } from "ioredis";
@@ -52,6 +52,25 @@ if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 return count`;
 
 const OUTAGE = "Redis unreachable, rate limits per node";
+
+const KINDS: ReadonlySet<string> = new Set<Revocation["kind"]>([
+  "playback_session",
+  "api_key",
+  "refresh_session",
+  "user",
+  "tenant",
+]);
+
+/** `<kind> <id>` on the channel: ids have no spaces. */
+export const encodeRevocation = (revocation: Revocation) => `${revocation.kind} ${revocation.id}`;
+
+/** The revocation a message says, or undefined for one this version does not know. */
+export const decodeRevocation = (message: string): Revocation | undefined => {
+  const space = message.indexOf(" ");
+  const kind = message.slice(0, space);
+  const id = message.slice(space + 1);
+  return space > 0 && id.length > 0 && KINDS.has(kind) ? ({ kind, id } as Revocation) : undefined;
+};
 
 /**
  * Redis as an accelerator (DECISIONS "Redis is an accelerator, Postgres the truth"): one count
@@ -157,14 +176,14 @@ export const redisAdapters = (config: RedisConfig): RedisAdapters => {
       ),
   };
 
-  const listeners = new Set<(sessionId: string) => void>();
+  const listeners = new Set<(revocation: Revocation) => void>();
   let subscriber: Redis | undefined;
   const revocationFeed: RevocationFeed = {
-    publish: (sessionId) =>
+    publish: (revocation) =>
       Effect.promise(async () => {
         if (!usable()) return;
-        // Lost with Redis: the other nodes learn from the database at their next look-up.
-        await client.publish(channel, sessionId).catch(down);
+        // Lost with Redis: the other nodes learn from the database when their cache entry expires.
+        await client.publish(channel, encodeRevocation(revocation)).catch(down);
       }),
     watch: (listener) => {
       listeners.add(listener);
@@ -173,8 +192,9 @@ export const redisAdapters = (config: RedisConfig): RedisAdapters => {
       // ioredis after every reconnection.
       subscriber = client.duplicate({ enableOfflineQueue: true, commandTimeout: undefined });
       subscriber.on("error", () => undefined);
-      subscriber.on("message", (_channel: string, sessionId: string) => {
-        for (const each of listeners) each(sessionId);
+      subscriber.on("message", (_channel: string, message: string) => {
+        const revocation = decodeRevocation(message);
+        if (revocation) for (const each of listeners) each(revocation);
       });
       subscriber.subscribe(channel).catch(() => undefined);
     },

@@ -8,7 +8,7 @@ import {
   testServices,
   uid,
 } from "@vod/contract-tests";
-import { layeredRevocations } from "@vod/core";
+import { layeredRevocations, type Revocation } from "@vod/core";
 import { Effect } from "effect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
@@ -66,16 +66,25 @@ describe.skipIf(redisUrl === null)(
 
       it("tells every node of a revocation, and stores nothing: the database is the truth", async () => {
         const [one, other] = [open(), open()];
-        const heard: string[] = [];
-        other.revocationFeed.watch((sessionId) => heard.push(sessionId));
+        const heard: Revocation[] = [];
+        other.revocationFeed.watch((revocation) => heard.push(revocation));
         expect(await other.ready()).toBe(true);
         const session = uid("pbs");
+        const heardOf = (id: string) => heard.some((r) => r.id === id);
         // The subscription is made in the background: publish until the other node hears.
-        for (let i = 0; i < 100 && !heard.includes(session); i++) {
-          await Effect.runPromise(one.revocationFeed.publish(session));
+        for (let i = 0; i < 100 && !heardOf(session); i++) {
+          await Effect.runPromise(one.revocationFeed.publish({ kind: "playback_session", id: session }));
           await new Promise((r) => setTimeout(r, 50));
         }
-        expect(heard).toContain(session);
+        // Every kind a node caches travels the same channel, and arrives as sent.
+        const key = uid("key");
+        const tenant = uid("tenant");
+        await Effect.runPromise(one.revocationFeed.publish({ kind: "api_key", id: key }));
+        await Effect.runPromise(one.revocationFeed.publish({ kind: "tenant", id: tenant }));
+        for (let i = 0; i < 100 && !heardOf(tenant); i++) await new Promise((r) => setTimeout(r, 20));
+        expect(heard).toContainEqual({ kind: "playback_session", id: session });
+        expect(heard).toContainEqual({ kind: "api_key", id: key });
+        expect(heard).toContainEqual({ kind: "tenant", id: tenant });
         expect(await backdoor.entries("revoked:*")).toEqual({});
       });
 
@@ -101,7 +110,7 @@ describe.skipIf(redisUrl === null)(
           allowed.push((await Effect.runPromise(unreachable.rateLimiter.hit(key, rule, now))).allowed);
         expect(allowed).toEqual([true, true, false]);
         // A revocation's message is dropped, not an error: the database has the revocation.
-        await Effect.runPromise(unreachable.revocationFeed.publish(uid("pbs")));
+        await Effect.runPromise(unreachable.revocationFeed.publish({ kind: "api_key", id: uid("key") }));
         expect(unreachable.health()).toEqual({ connected: false, outages: 1, fallbackHits: 3 });
         expect(said).toEqual([["warn", "Redis unreachable, rate limits per node"]]);
       }, 15_000);

@@ -3,7 +3,7 @@ import type { ApiKey } from "../domain/api-key.js";
 import type { Asset, AssetStatus } from "../domain/asset.js";
 import type { PlaybackSession } from "../domain/playback-session.js";
 import type { RefreshSession, RefreshToken, RevokedReason } from "../domain/refresh-session.js";
-import type { Tenant } from "../domain/tenant.js";
+import type { Tenant, TenantStatus } from "../domain/tenant.js";
 import type { UploadedPart, UploadSession } from "../domain/upload-session.js";
 import type { Identity, UserRecord } from "../domain/user.js";
 import type { Conflict, StorageError } from "../errors.js";
@@ -19,6 +19,7 @@ type Op<A, E = never> = Effect.Effect<A, E | StorageError>;
 export interface TenantRepository {
   insert(tenant: Tenant): Op<void>;
   get(id: string): Op<Option.Option<Tenant>>;
+  setStatus(id: string, status: TenantStatus): Op<void>;
 }
 
 export interface UserRepository {

@@ -18,11 +18,24 @@ export interface RevocationStore {
 }
 
 /**
+ * What a node may have cached and must drop: a playback session ended, an API key revoked, a
+ * refresh session (token family) ended, every session of a user ended or the user changed (a
+ * password change, a verified email), a tenant whose status changed.
+ */
+export type Revocation =
+  | { readonly kind: "playback_session"; readonly id: string }
+  | { readonly kind: "api_key"; readonly id: string }
+  | { readonly kind: "refresh_session"; readonly id: string }
+  | { readonly kind: "user"; readonly id: string }
+  | { readonly kind: "tenant"; readonly id: string };
+
+/**
  * Tells every node of a revocation at once (publish/subscribe), never the truth: a message may be
  * lost (the feed down, a node reconnecting), and a node that missed it learns from the store at
- * its next look-up. So `publish` never fails a revocation.
+ * its next look-up (every cache entry has a bounded life). So `publish` never fails a revocation.
+ * A node may hear its own publications too.
  */
 export interface RevocationFeed {
-  publish(sessionId: string): Effect.Effect<void>;
-  watch(listener: (sessionId: string) => void): void;
+  publish(revocation: Revocation): Effect.Effect<void>;
+  watch(listener: (revocation: Revocation) => void): void;
 }

@@ -8,7 +8,7 @@ import type { VerifiedIdentity } from "../ports/identity-verifier.js";
 import type { Repositories } from "../ports/repositories.js";
 import type { Requests, Resources } from "../schema/index.js";
 import type { VodPorts } from "../tokens.js";
-import type { AccessClaims, Principal } from "./authenticate.js";
+import type { AccessClaims, Forget, Principal } from "./authenticate.js";
 import { enforceRate, randomBase36, randomBase62, sha256Hex } from "./support.js";
 
 type SignupInput = typeof Requests.SignupBody.Type;
@@ -21,7 +21,7 @@ export interface SignedIn extends Resources.Tokens {
 
 const FIFTEEN_MINUTES = 15 * 60 * 1000;
 
-export const makeAccounts = (ports: VodPorts, config: VodConfig) => {
+export const makeAccounts = (ports: VodPorts, config: VodConfig, forget: Forget) => {
   const { clock, ids, storage, passwordHasher, tokenSigner, identityVerifier, rateLimiter } = ports;
 
   // Login answers "no such user" after as much hashing work as "wrong password" would cost.
@@ -212,6 +212,8 @@ export const makeAccounts = (ports: VodPorts, config: VodConfig) => {
             if (!user.email_verified) yield* tx.users.setEmailVerified(user.tenant_id, user.id, true);
           }),
         );
+        // GET /v1/auth/me of the user's other sessions shows the verified email at once.
+        if (!user.email_verified) yield* forget({ kind: "user", id: user.id });
         return { ...(yield* signIn({ ...user, email_verified: true })), created: false };
       }
       const { user, tokens } = yield* createAccount({
@@ -262,6 +264,7 @@ export const makeAccounts = (ports: VodPorts, config: VodConfig) => {
           now,
           "reuse_detected",
         );
+        yield* forget({ kind: "refresh_session", id: token.value.session_id });
         return yield* Effect.fail(rejected("refresh token was already used; the session is revoked"));
       }
       return outcome;
@@ -271,16 +274,18 @@ export const makeAccounts = (ports: VodPorts, config: VodConfig) => {
     Effect.gen(function* () {
       const now = clock.now();
       yield* storage.refreshSessions.revokeSession(principal.tenant.id, principal.sessionId, now, "logout");
+      yield* forget({ kind: "refresh_session", id: principal.sessionId });
       if (refreshToken === undefined) return;
       const token = yield* storage.refreshSessions.findToken(sha256Hex(refreshToken));
       // Only the caller's own sessions: a stranger's token in the body must not end their session.
-      if (Option.isSome(token) && token.value.user_id === principal.user.id)
-        yield* storage.refreshSessions.revokeSession(
-          token.value.tenant_id,
-          token.value.session_id,
-          now,
-          "logout",
-        );
+      if (Option.isNone(token) || token.value.user_id !== principal.user.id) return;
+      yield* storage.refreshSessions.revokeSession(
+        token.value.tenant_id,
+        token.value.session_id,
+        now,
+        "logout",
+      );
+      yield* forget({ kind: "refresh_session", id: token.value.session_id });
     });
 
   const changePassword = (principal: Principal & { kind: "user" }, input: PasswordChangeInput) =>
@@ -304,6 +309,8 @@ export const makeAccounts = (ports: VodPorts, config: VodConfig) => {
           );
         }),
       );
+      // Every session of the user is dropped from the caches; the current one is read afresh.
+      yield* forget({ kind: "user", id: principal.user.id });
     });
 
   const me = (principal: Principal) =>

@@ -4,7 +4,7 @@ import { highestScope } from "../domain/scope.js";
 import { InternalError } from "../errors.js";
 import type { Requests } from "../schema/index.js";
 import type { VodPorts } from "../tokens.js";
-import type { Principal } from "./authenticate.js";
+import type { Forget, Principal } from "./authenticate.js";
 import { orNotFound, randomBase62, sha256Hex } from "./support.js";
 
 /** The part of every key before the identifying characters. */
@@ -13,7 +13,7 @@ export const MAX_LISTED_API_KEYS = 500;
 
 type CreateInput = typeof Requests.CreateApiKeyBody.Type;
 
-export const makeApiKeys = ({ clock, ids, storage }: VodPorts) => {
+export const makeApiKeys = ({ clock, ids, storage }: VodPorts, forget: Forget) => {
   const list = (principal: Principal) =>
     Effect.map(storage.apiKeys.list(principal.tenant.id, MAX_LISTED_API_KEYS), (data) => ({ data }));
 
@@ -54,6 +54,8 @@ export const makeApiKeys = ({ clock, ids, storage }: VodPorts) => {
         return yield* Effect.fail(new InternalError({ message: "illegal API key transition" }));
       if (next.right.revoked_at !== key.revoked_at)
         yield* storage.apiKeys.revoke(principal.tenant.id, id, now);
+      // Stored first: a node that misses the message reads the revocation at its cache's expiry.
+      yield* forget({ kind: "api_key", id });
     });
 
   return { list, create, revoke };

@@ -1,10 +1,12 @@
 import { Effect, Option } from "effect";
-import { apiKeyStatus, shouldTouch } from "../domain/api-key.js";
+import { type ApiKey, apiKeyStatus, shouldTouch } from "../domain/api-key.js";
 import { includesScope, type Role, type Scope, scopeOfRole } from "../domain/scope.js";
 import type { Tenant } from "../domain/tenant.js";
 import { publicUser, type User } from "../domain/user.js";
 import { Forbidden, type StorageError, Unauthorized } from "../errors.js";
+import type { Revocation } from "../ports/revocation-store.js";
 import type { VodPorts } from "../tokens.js";
+import { localRevocationFeed } from "./revocations.js";
 import { constantTimeEqual, sha256Hex } from "./support.js";
 
 export type Principal =
@@ -45,11 +47,91 @@ export interface AccessClaims {
   readonly sid: string;
 }
 
-export const makeAuthenticate = ({
-  clock,
-  storage,
-  tokenSigner,
-}: Pick<VodPorts, "clock" | "storage" | "tokenSigner">) => {
+/**
+ * How long a node reuses what a credential resolved to (key, session, user, tenant) without
+ * asking the database again. A revocation, logout or suspension is told to every node at once
+ * (the revocation feed); this bound is what heals a node that missed the message.
+ */
+export const CREDENTIAL_CACHE_MS = 60_000;
+/** Principals a node keeps at most; the oldest goes first. */
+const CREDENTIAL_CACHE_ENTRIES = 10_000;
+
+interface Cached {
+  readonly principal: Principal;
+  readonly at: number;
+  /** For a key: its record, whose expiry and last use are checked on every request. */
+  apiKey?: ApiKey;
+  /** For an access token: when it expires (epoch ms), checked on every request. */
+  readonly expiresAt?: number;
+}
+
+const concerns = (principal: Principal, revocation: Revocation): boolean => {
+  switch (revocation.kind) {
+    case "tenant":
+      return principal.tenant.id === revocation.id;
+    case "api_key":
+      return principal.kind === "api_key" && principal.keyId === revocation.id;
+    case "refresh_session":
+      return principal.kind === "user" && principal.sessionId === revocation.id;
+    case "user":
+      return principal.kind === "user" && principal.user.id === revocation.id;
+    default:
+      return false;
+  }
+};
+
+/**
+ * Who is calling, resolved once per credential and node and then served from memory, and
+ * `forget`, which every change that could refuse a cached credential goes through: it drops the
+ * entries here at once and tells every other node through the revocation feed. The database
+ * stays the truth: an entry lives at most `maxAgeMs`, so a message lost on the feed heals.
+ */
+export const makeCredentials = (
+  {
+    clock,
+    storage,
+    tokenSigner,
+    revocationFeed,
+  }: Pick<VodPorts, "clock" | "storage" | "tokenSigner" | "revocationFeed">,
+  maxAgeMs = CREDENTIAL_CACHE_MS,
+) => {
+  const feed = revocationFeed ?? localRevocationFeed();
+  const cache = new Map<string, Cached>();
+  // Bumped by every revocation heard: a look-up that started before one does not cache its answer,
+  // which the database may have given before the revocation committed.
+  let generation = 0;
+
+  const drop = (revocation: Revocation) => {
+    if (revocation.kind === "playback_session") return;
+    generation += 1;
+    for (const [key, entry] of cache) if (concerns(entry.principal, revocation)) cache.delete(key);
+  };
+  feed.watch(drop);
+
+  const fresh = (key: string, now: number): Cached | undefined => {
+    const entry = cache.get(key);
+    if (entry === undefined) return undefined;
+    if (now - entry.at < maxAgeMs && now >= entry.at) return entry;
+    cache.delete(key);
+    return undefined;
+  };
+  const remember = (key: string, entry: Cached, since: number) => {
+    if (since !== generation) return;
+    cache.delete(key);
+    cache.set(key, entry);
+    if (cache.size > CREDENTIAL_CACHE_ENTRIES) {
+      const oldest = cache.keys().next();
+      if (!oldest.done) cache.delete(oldest.value);
+    }
+  };
+
+  /** Drops what this node cached of the revocation's subject, then tells every node. */
+  const forget = (revocation: Revocation): Effect.Effect<void> =>
+    Effect.zipRight(
+      Effect.sync(() => drop(revocation)),
+      feed.publish(revocation),
+    );
+
   const activeTenant = (tenantId: string): Effect.Effect<Tenant, Unauthorized | Forbidden | StorageError> =>
     Effect.flatMap(
       storage.tenants.get(tenantId),
@@ -61,45 +143,83 @@ export const makeAuthenticate = ({
             : Effect.succeed(tenant.value),
     );
 
+  /** last_used_at at most once a minute per key and node; the cached record remembers it. */
+  const touched = (entry: Cached, apiKey: ApiKey, now: number) =>
+    shouldTouch(apiKey, now)
+      ? Effect.tap(storage.apiKeys.touch(apiKey.tenant_id, apiKey.id, now), () =>
+          Effect.sync(() => {
+            entry.apiKey = { ...apiKey, last_used_at: now };
+          }),
+        )
+      : Effect.void;
+
   const byApiKey = (key: string): Effect.Effect<Principal, Unauthorized | Forbidden | StorageError> =>
-    Effect.gen(function* () {
+    Effect.suspend(() => {
       const hash = sha256Hex(key);
-      const found = yield* storage.apiKeys.findByHash(hash);
       const now = clock.now();
-      if (Option.isNone(found) || !constantTimeEqual(found.value.key_hash, hash))
-        return yield* Effect.fail(unauthorized("invalid API key"));
-      const apiKey = found.value;
-      const status = apiKeyStatus(apiKey, now);
-      if (status !== "active") return yield* Effect.fail(unauthorized(`API key is ${status}`));
-      const tenant = yield* activeTenant(apiKey.tenant_id);
-      if (shouldTouch(apiKey, now)) yield* storage.apiKeys.touch(apiKey.tenant_id, apiKey.id, now);
-      return { kind: "api_key" as const, tenant, keyId: apiKey.id, scope: apiKey.scopes[0] ?? "read" };
+      const cacheKey = `k:${hash}`;
+      const cached = fresh(cacheKey, now);
+      if (cached?.apiKey !== undefined) {
+        const status = apiKeyStatus(cached.apiKey, now);
+        if (status !== "active") return Effect.fail(unauthorized(`API key is ${status}`));
+        return Effect.as(touched(cached, cached.apiKey, now), cached.principal);
+      }
+      const since = generation;
+      return Effect.gen(function* () {
+        const found = yield* storage.apiKeys.findByHash(hash);
+        if (Option.isNone(found) || !constantTimeEqual(found.value.key_hash, hash))
+          return yield* Effect.fail(unauthorized("invalid API key"));
+        const apiKey = found.value;
+        const status = apiKeyStatus(apiKey, now);
+        if (status !== "active") return yield* Effect.fail(unauthorized(`API key is ${status}`));
+        const tenant = yield* activeTenant(apiKey.tenant_id);
+        const principal: Principal = {
+          kind: "api_key",
+          tenant,
+          keyId: apiKey.id,
+          scope: apiKey.scopes[0] ?? "read",
+        };
+        const entry: Cached = { principal, at: now, apiKey };
+        remember(cacheKey, entry, since);
+        yield* touched(entry, apiKey, now);
+        return principal;
+      });
     });
 
   const byBearer = (token: string): Effect.Effect<Principal, Unauthorized | Forbidden | StorageError> =>
-    Effect.gen(function* () {
+    Effect.suspend(() => {
       const now = clock.now();
-      const verified = yield* Effect.mapError(tokenSigner.verify("access", token, { now }), (rejected) =>
-        unauthorized(rejected.reason === "expired" ? "access token expired" : "invalid access token"),
-      );
-      const { sub, tid, sid } = verified.claims;
-      if (typeof sub !== "string" || typeof tid !== "string" || typeof sid !== "string")
-        return yield* Effect.fail(unauthorized("invalid access token"));
-      const session = yield* storage.refreshSessions.getSession(tid, sid);
-      if (Option.isNone(session) || session.value.revoked_at !== null)
-        return yield* Effect.fail(unauthorized("session has ended"));
-      const user = yield* storage.users.get(tid, sub);
-      if (Option.isNone(user)) return yield* Effect.fail(unauthorized("credential is no longer valid"));
-      const tenant = yield* activeTenant(tid);
-      const role = user.value.role;
-      return {
-        kind: "user" as const,
-        tenant,
-        user: publicUser(user.value),
-        role,
-        scope: scopeOfRole(role),
-        sessionId: sid,
-      };
+      // Keyed by the token itself: its signature, issuer and audience were checked when it was
+      // cached and cannot change; its expiry is checked on every request.
+      const cacheKey = `a:${token}`;
+      const cached = fresh(cacheKey, now);
+      if (cached?.expiresAt !== undefined && now < cached.expiresAt) return Effect.succeed(cached.principal);
+      const since = generation;
+      return Effect.gen(function* () {
+        const verified = yield* Effect.mapError(tokenSigner.verify("access", token, { now }), (rejected) =>
+          unauthorized(rejected.reason === "expired" ? "access token expired" : "invalid access token"),
+        );
+        const { sub, tid, sid } = verified.claims;
+        if (typeof sub !== "string" || typeof tid !== "string" || typeof sid !== "string")
+          return yield* Effect.fail(unauthorized("invalid access token"));
+        const session = yield* storage.refreshSessions.getSession(tid, sid);
+        if (Option.isNone(session) || session.value.revoked_at !== null)
+          return yield* Effect.fail(unauthorized("session has ended"));
+        const user = yield* storage.users.get(tid, sub);
+        if (Option.isNone(user)) return yield* Effect.fail(unauthorized("credential is no longer valid"));
+        const tenant = yield* activeTenant(tid);
+        const role = user.value.role;
+        const principal: Principal = {
+          kind: "user",
+          tenant,
+          user: publicUser(user.value),
+          role,
+          scope: scopeOfRole(role),
+          sessionId: sid,
+        };
+        remember(cacheKey, { principal, at: now, expiresAt: verified.exp * 1000 }, since);
+        return principal;
+      });
     });
 
   /** Who is calling. An API key wins when both credentials are sent. */
@@ -110,8 +230,11 @@ export const makeAuthenticate = ({
         ? byBearer(credentials.bearer)
         : Effect.fail(unauthorized("missing credentials: send Authorization: Bearer <token> or X-API-Key"));
 
-  return authenticate;
+  return { authenticate, forget };
 };
+
+/** What use cases that end or change a credential call to have every node drop it. */
+export type Forget = ReturnType<typeof makeCredentials>["forget"];
 
 /** Forbidden unless the principal is of an allowed kind and holds the scope. */
 export const authorize = (principal: Principal, requirement: Requirement): Effect.Effect<void, Forbidden> => {

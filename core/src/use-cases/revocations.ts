@@ -1,6 +1,6 @@
 import { Effect } from "effect";
 import type { Clock } from "../ports/clock.js";
-import type { RevocationFeed, RevocationStore } from "../ports/revocation-store.js";
+import type { Revocation, RevocationFeed, RevocationStore } from "../ports/revocation-store.js";
 
 /**
  * The store of record with a feed in front: a revocation is written to the store first (it fails
@@ -8,10 +8,32 @@ import type { RevocationFeed, RevocationStore } from "../ports/revocation-store.
  * store only. A feed's "not revoked" means nothing: it restarts empty, fails over, loses messages.
  */
 export const layeredRevocations = (truth: RevocationStore, feed: RevocationFeed): RevocationStore => ({
-  revoke: (sessionId, until) => Effect.zipRight(truth.revoke(sessionId, until), feed.publish(sessionId)),
+  revoke: (sessionId, until) =>
+    Effect.zipRight(
+      truth.revoke(sessionId, until),
+      feed.publish({ kind: "playback_session", id: sessionId }),
+    ),
   isRevoked: (sessionId, now) => truth.isRevoked(sessionId, now),
-  watch: (listener) => feed.watch(listener),
+  watch: (listener) =>
+    feed.watch((revocation) => {
+      if (revocation.kind === "playback_session") listener(revocation.id);
+    }),
 });
+
+/**
+ * The feed of a process on its own (one node, the embedded default, tests): what is published
+ * reaches this process's listeners, synchronously.
+ */
+export const localRevocationFeed = (): RevocationFeed => {
+  const listeners = new Set<(revocation: Revocation) => void>();
+  return {
+    publish: (revocation) =>
+      Effect.sync(() => {
+        for (const listener of listeners) listener(revocation);
+      }),
+    watch: (listener) => void listeners.add(listener),
+  };
+};
 
 /**
  * A local cache in front of the shared revocation store: an answer is reused for at most

@@ -246,6 +246,9 @@ export const composeVod = async (
       bind(Tokens.RateLimiter).toConstantValue(rateLimiter);
       bind(Tokens.ObjectStore).toConstantValue(objectStore);
       bind(Tokens.RevocationStore).toConstantValue(revocationStore);
+      // Without Redis the core tells this process alone: one node, or nodes that learn of a
+      // revocation from the database when their cache entry expires (60 s).
+      if (redis) bind(Tokens.RevocationFeed).toConstantValue(redis.revocationFeed);
       bind(Tokens.TelemetrySink).toConstantValue(telemetrySink);
       if (jobQueue) bind(Tokens.JobQueue).toConstantValue(jobQueue);
       if (mediaProcessor) bind(Tokens.MediaProcessor).toConstantValue(mediaProcessor);

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { prepareDatabase } from "@vod/adapter-postgres";
+import { Cause, Effect, Exit, Option } from "effect";
 import { composeVod, openDatabase, queueDefinition } from "../compose.js";
 import { ConfigError, type HostConfig, loadConfig } from "../config.js";
 import { tuneHeapForStreaming } from "../heap.js";
@@ -14,7 +15,48 @@ commands:
   worker    run processing jobs (and nothing else) until SIGTERM; needs VOD_DATABASE_URL
   migrate   apply database migrations and install the job queue (also done by serve and worker
             at start; safe to run concurrently)
+  tenant suspend <tenant_id>
+            refuse every credential of the tenant (403) on every node: at once with VOD_REDIS_URL,
+            within 60 s without it
+  tenant activate <tenant_id>
+            let the tenant's credentials work again
 `;
+
+/** `vod tenant suspend|activate <id>`: through the core, so every node's credential cache is told. */
+const tenantCommand = async (args: ReadonlyArray<string>) => {
+  const [action, tenantId] = args;
+  if ((action !== "suspend" && action !== "activate") || !tenantId || args.length !== 2) {
+    process.stderr.write(usage);
+    process.exitCode = 2;
+    return;
+  }
+  const config = loadConfig();
+  if (config.storage === "memory")
+    throw new ConfigError("VOD_STORAGE=memory keeps no tenants across processes; nothing to change");
+  const composed = await composeVod(
+    { ...config, jobs: { ...config.jobs, workerConcurrency: 0 } },
+    {},
+    {
+      runsJobs: false,
+    },
+  );
+  try {
+    const exit = await Effect.runPromiseExit(
+      composed.vod.tenants.setStatus(tenantId, action === "suspend" ? "suspended" : "active"),
+    );
+    if (Exit.isFailure(exit)) {
+      const failure = Cause.failureOption(exit.cause);
+      process.stderr.write(
+        `vod tenant ${action}: ${Option.isSome(failure) ? failure.value.message : Cause.pretty(exit.cause)}\n`,
+      );
+      process.exitCode = Option.isSome(failure) && failure.value._tag === "NotFound" ? 1 : 70;
+      return;
+    }
+    console.log(`vod tenant ${action}: ${tenantId} is ${exit.value.status}`);
+  } finally {
+    await composed.close();
+  }
+};
 
 const migrateCommand = async () => {
   const config = loadConfig();
@@ -119,6 +161,8 @@ export const main = async (argv: ReadonlyArray<string>) => {
         return await workerCommand();
       case "migrate":
         return await migrateCommand();
+      case "tenant":
+        return await tenantCommand(argv.slice(1));
       default:
         process.stderr.write(usage);
         process.exitCode = command === undefined || command === "help" || command === "--help" ? 0 : 2;

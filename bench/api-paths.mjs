@@ -1,0 +1,231 @@
+#!/usr/bin/env node
+// Requests per second of the API's hot paths against bare Express 5, in one run: the host on the
+// embedded default (PGlite, no Redis) and on the server set (Postgres + Redis), each beside its own
+// baseline measured in the same round. Load comes from autocannon in a process of its own.
+//
+//   node bench/api-paths.mjs                      # 50 connections, 8 s, 3 rounds (~3.5 min)
+//   node bench/api-paths.mjs --duration 2 --rounds 1
+//   options: --connections N, --duration S, --rounds N, --sets embedded,server,
+//            --database-url URL (127.0.0.1 only), --redis-url URL
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import {
+  callJson,
+  cli,
+  describeBuild,
+  expectStatus,
+  fmt,
+  freePort,
+  fromRepo,
+  loadAverage,
+  median,
+  repo,
+  sleep,
+  spawnNode,
+  spread,
+  startVodHost,
+  table,
+} from "./lib.mjs";
+
+const { values: args } = parseArgs({
+  options: {
+    connections: { type: "string", default: "50" },
+    duration: { type: "string", default: "8" },
+    rounds: { type: "string", default: "3" },
+    sets: { type: "string", default: "embedded,server" },
+    "database-url": { type: "string", default: "postgres://postgres@127.0.0.1:5432/postgres" },
+    "redis-url": { type: "string", default: "redis://127.0.0.1:6379" },
+  },
+});
+const connections = Number(args.connections);
+const duration = Number(args.duration);
+const rounds = Number(args.rounds);
+const sets = args.sets.split(",");
+const databaseUrl = args["database-url"];
+const redisUrl = args["redis-url"];
+for (const url of [databaseUrl, redisUrl])
+  if (!/^\w+:\/\/([^@/]*@)?(127\.0\.0\.1|localhost)[:/]/.test(url))
+    throw new Error(`only a local server is benchmarked against: ${url}`);
+const log = (message) => process.stderr.write(`[api-paths] ${message}\n`);
+
+const tag = `${process.pid}_${Date.now().toString(36)}`;
+const schema = `vod_bench_api_${tag}`;
+const redisPrefix = `vod-bench-api:${tag}:`;
+const scratch = await mkdtemp(join(tmpdir(), "vod-bench-api-"));
+const children = new Set();
+const track = (spawned) => {
+  children.add(spawned);
+  return spawned;
+};
+
+let cleaning;
+const cleanup = () => {
+  cleaning ??= (async () => {
+    await Promise.all([...children].map((c) => c.stop()));
+    if (sets.includes("server")) {
+      const { connectPostgres } = await fromRepo("adapters/postgres");
+      const admin = connectPostgres({ connectionString: databaseUrl, poolSize: 1 });
+      for (const s of [schema, `${schema}_jobs`])
+        await admin.exec(`DROP SCHEMA IF EXISTS ${s} CASCADE`).catch(() => undefined);
+      await admin.close();
+      const { redisBackdoor } = await fromRepo("adapters/redis");
+      const redis = redisBackdoor({ url: redisUrl, keyPrefix: redisPrefix });
+      await redis.clear().catch(() => undefined);
+      await redis.close();
+    }
+    await rm(scratch, { recursive: true, force: true });
+  })();
+  return cleaning;
+};
+for (const signal of ["SIGINT", "SIGTERM"])
+  process.once(signal, () => {
+    log(`${signal}: cleaning up`);
+    void cleanup().then(() => process.exit(130));
+  });
+
+/** autocannon in its own process: the mean requests per second over `duration`, every reply checked. */
+const load = async (url, headers = {}, seconds = duration) => {
+  const flags = Object.entries(headers).flatMap(([name, value]) => ["-H", `${name}=${value}`]);
+  const runner = spawnNode([
+    join(repo, "node_modules/autocannon/autocannon.js"),
+    "-c",
+    String(connections),
+    "-d",
+    String(seconds),
+    "-j",
+    ...flags,
+    url,
+  ]);
+  await new Promise((resolve) => runner.child.once("exit", resolve));
+  const text = runner.output();
+  const result = JSON.parse(text.slice(text.indexOf("{"), text.lastIndexOf("}") + 1));
+  if (result.non2xx > 0 || result.errors > 0 || result.timeouts > 0)
+    throw new Error(`${url}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`);
+  return result.requests.total / (result.duration || seconds);
+};
+
+/** The bare Express baseline, in a process of its own. */
+const startBare = async () => {
+  const port = await freePort();
+  const server = track(spawnNode([join(repo, "bench/servers/bare-express.mjs")], { PORT: String(port) }));
+  await server.waitFor(/listening on/);
+  return { url: `http://127.0.0.1:${port}/v1/ping`, server };
+};
+
+/** A host on one set, with a tenant of 50 assets, an API key and a bearer. */
+const startSet = async (set) => {
+  const dataDir = join(scratch, set);
+  const env = {
+    VOD_WORKER_CONCURRENCY: "0",
+    // The bench measures the path, not the limiter's refusals: one credential sends it all.
+    VOD_RATE_LIMIT_API_PER_MINUTE: "100000000",
+    ...(set === "server"
+      ? {
+          VOD_DATABASE_URL: databaseUrl,
+          VOD_DATABASE_SCHEMA: schema,
+          VOD_REDIS_URL: redisUrl,
+          VOD_REDIS_KEY_PREFIX: redisPrefix,
+        }
+      : {}),
+  };
+  const vod = await startVodHost({ cli, dataDir, env, track });
+  for (let i = 0; i < 50; i++)
+    expectStatus(
+      "create asset",
+      await callJson(vod.base, "/v1/assets", { body: { title: `asset ${i}` }, headers: vod.auth }),
+      201,
+    );
+  const key = await callJson(vod.base, "/v1/api-keys", {
+    body: { name: "bench", scopes: ["read"] },
+    headers: vod.auth,
+  });
+  expectStatus("create API key", key, 201);
+  const apiKey = { "x-api-key": key.body.key };
+  const list50 = await callJson(vod.base, "/v1/assets?limit=50", { headers: apiKey });
+  if (list50.body.data.length !== 50) throw new Error(`expected 50 assets, got ${list50.body.data.length}`);
+  return {
+    set,
+    paths: [
+      { name: "GET /v1/assets?limit=50, API key", url: `${vod.base}/v1/assets?limit=50`, headers: apiKey },
+      { name: "GET /v1/assets?limit=1, API key", url: `${vod.base}/v1/assets?limit=1`, headers: apiKey },
+      { name: "GET /v1/auth/me, bearer", url: `${vod.base}/v1/auth/me`, headers: vod.auth },
+    ],
+  };
+};
+
+const targets = {
+  "GET /v1/assets?limit=50, API key": 0.35,
+  "GET /v1/assets?limit=1, API key": 0.5,
+  "GET /v1/auth/me, bearer": 0.5,
+};
+
+try {
+  log(`load average ${loadAverage()}; ${describeBuild()}`);
+  const bare = await startBare();
+  const hosts = [];
+  for (const set of sets) hosts.push(await startSet(set));
+  // A short warm-up of each: JIT, pools, caches.
+  await load(bare.url, {}, 1);
+  for (const host of hosts) for (const path of host.paths) await load(path.url, path.headers, 1);
+
+  /** rps[set][path] and ratio[set][path]: one value per round. */
+  const rps = Object.fromEntries(
+    hosts.map((h) => [h.set, Object.fromEntries(h.paths.map((p) => [p.name, []]))]),
+  );
+  const ratios = Object.fromEntries(
+    hosts.map((h) => [h.set, Object.fromEntries(h.paths.map((p) => [p.name, []]))]),
+  );
+  const baseline = Object.fromEntries(hosts.map((h) => [h.set, []]));
+  for (let round = 0; round < rounds; round++) {
+    for (const host of hosts) {
+      const base = await load(bare.url);
+      baseline[host.set].push(base);
+      log(`round ${round + 1} ${host.set}: bare Express ${base.toFixed(0)} req/s`);
+      // Each round starts at another path, so a slow spell on the machine lands on different ones.
+      const order = host.paths.map((_, i) => host.paths[(i + round) % host.paths.length]);
+      for (const path of order) {
+        const value = await load(path.url, path.headers);
+        rps[host.set][path.name].push(value);
+        ratios[host.set][path.name].push(value / base);
+        log(`round ${round + 1} ${host.set}: ${path.name} ${value.toFixed(0)} req/s (${fmt(value / base)})`);
+      }
+      await sleep(200);
+    }
+  }
+
+  const names = {
+    embedded: "embedded default (PGlite)",
+    server: "server set (Postgres + Redis)",
+  };
+  console.log(
+    `\nAPI paths: ${connections} connections, ${duration} s, median of ${rounds} round(s); ` +
+      `load average at the end ${loadAverage()} ${describeBuild()}\n`,
+  );
+  const rows = [
+    [
+      "bare Express 5 GET (baseline)",
+      ...hosts.map((h) => `${median(baseline[h.set]).toFixed(0)} req/s`),
+      "",
+      "",
+    ],
+  ];
+  for (const path of hosts[0].paths) {
+    const target = targets[path.name];
+    rows.push([
+      path.name,
+      ...hosts.map(
+        (h) =>
+          `${median(rps[h.set][path.name]).toFixed(0)} (${fmt(median(ratios[h.set][path.name]))})` +
+          spread(ratios[h.set][path.name]),
+      ),
+      `>= ${target}`,
+      hosts.every((h) => median(ratios[h.set][path.name]) >= target) ? "pass" : "FAIL",
+    ]);
+  }
+  console.log(table(["path", ...hosts.map((h) => names[h.set]), "target", "verdict"], rows));
+  console.log("\nreq/s (ratio to the same round's bare Express: median, then each round)");
+} finally {
+  await cleanup();
+}

@@ -1,0 +1,257 @@
+import { execFile } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { type ManualClock, manualClock, memoryStorage } from "@vod/adapter-memory";
+import { redisBackdoor } from "@vod/adapter-redis";
+import { suiteName, temporarySchemas, testServices } from "@vod/contract-tests";
+import { CREDENTIAL_CACHE_MS, type Revocation } from "@vod/core";
+import { Effect } from "effect";
+import { afterAll, describe, expect, it } from "vitest";
+import { loadConfig, type RunningHost, startHost } from "../src/index.js";
+import { call, cli } from "./support.js";
+
+// Each node caches what a credential resolves to (authenticate.ts). These tests warm that cache
+// and then revoke a key, log a session out and suspend a tenant: the next request is refused on
+// the host that did it and, through Redis, on every other; a node that missed the message is
+// refused once the cache's bounded life has passed (the clock is driven, nothing sleeps).
+
+const { databaseUrl, redisUrl } = testServices();
+
+const baseEnv = (dataDir: string): Record<string, string> => ({
+  PORT: "0",
+  VOD_HOST: "127.0.0.1",
+  VOD_DATA_DIR: dataDir,
+  VOD_LOG_LEVEL: "silent",
+  VOD_WORKER_CONCURRENCY: "0",
+  // Access tokens name the API as issuer and audience: one for every node.
+  VOD_BASE_URL: "http://api.vod.test",
+});
+
+interface Account {
+  readonly tenantId: string;
+  readonly bearer: Record<string, string>;
+  readonly refreshToken: string;
+  readonly key: Record<string, string>;
+  readonly keyId: string;
+}
+
+const openAccount = async (url: string): Promise<Account> => {
+  const signup = await call(url, "/v1/auth/signup", {
+    body: { email: `cache-${randomBytes(5).toString("hex")}@example.com`, password: "correct horse battery" },
+  });
+  expect(signup.status).toBe(201);
+  const bearer = { authorization: `Bearer ${signup.body.access_token}` };
+  const key = await call(url, "/v1/api-keys", {
+    headers: bearer,
+    body: { name: "cache", scopes: ["write"] },
+  });
+  expect(key.status).toBe(201);
+  const me = await call(url, "/v1/auth/me", { headers: bearer });
+  return {
+    tenantId: me.body.tenant.id,
+    bearer,
+    refreshToken: signup.body.refresh_token,
+    key: { "x-api-key": key.body.key },
+    keyId: key.body.id,
+  };
+};
+
+const status = async (url: string, headers: Record<string, string>) =>
+  (await call(url, "/v1/auth/me", { headers })).status;
+
+describe("credential cache, one host without Redis", () => {
+  const closing: Array<() => Promise<void>> = [];
+  afterAll(async () => {
+    for (const close of closing) await close();
+  });
+
+  const start = async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), "vod-cred-"));
+    const host = await startHost(loadConfig({ ...baseEnv(dataDir), VOD_STORAGE: "memory" }), {
+      storage: memoryStorage(),
+    });
+    closing.push(async () => {
+      await host.close(1_000);
+      await rm(dataDir, { recursive: true, force: true });
+    });
+    return host;
+  };
+
+  it("refuses a revoked key, a logged-out session and a suspended tenant on the next request", async () => {
+    const host = await start();
+    const one = await openAccount(host.url);
+    const two = await openAccount(host.url);
+    expect(await status(host.url, one.key)).toBe(200);
+    expect(await status(host.url, one.bearer)).toBe(200);
+
+    expect(
+      (await call(host.url, `/v1/api-keys/${one.keyId}`, { method: "DELETE", headers: one.bearer })).status,
+    ).toBe(204);
+    const revoked = await call(host.url, "/v1/auth/me", { headers: one.key });
+    expect(revoked.status).toBe(401);
+    expect(revoked.body.code).toBe("unauthorized");
+
+    expect((await call(host.url, "/v1/auth/logout", { headers: one.bearer, body: {} })).status).toBe(204);
+    expect(await status(host.url, one.bearer)).toBe(401);
+
+    expect(await status(host.url, two.key)).toBe(200);
+    expect(await status(host.url, two.bearer)).toBe(200);
+    await Effect.runPromise(host.vod.tenants.suspend(two.tenantId));
+    const suspended = await call(host.url, "/v1/assets", { headers: two.key });
+    expect(suspended.status).toBe(403);
+    expect(suspended.body.code).toBe("forbidden");
+    expect(await status(host.url, two.bearer)).toBe(403);
+    await Effect.runPromise(host.vod.tenants.activate(two.tenantId));
+    expect(await status(host.url, two.key)).toBe(200);
+  }, 30_000);
+});
+
+describe.skipIf(databaseUrl === null || redisUrl === null)(
+  suiteName(
+    "credential cache, hosts sharing Postgres and Redis",
+    databaseUrl !== null && redisUrl !== null,
+    "VOD_TEST_DATABASE_URL and VOD_TEST_REDIS_URL",
+  ),
+  () => {
+    const url = databaseUrl ?? "";
+    const schemas = temporarySchemas(url, "vod_cred");
+    const prefix = `vod-cred-test:${randomBytes(6).toString("hex")}:`;
+    const closing: Array<() => Promise<void>> = [];
+    afterAll(async () => {
+      for (const close of closing.reverse()) await close();
+      const backdoor = redisBackdoor({ url: redisUrl ?? "", keyPrefix: prefix });
+      await backdoor.clear();
+      await backdoor.close();
+      await schemas.dropAll();
+    });
+
+    /** Three hosts on one database (one data directory: the same signing keys): a and b with Redis, c without. */
+    const cluster = async () => {
+      const dataDir = await mkdtemp(join(tmpdir(), "vod-cred-pg-"));
+      const schema = schemas.fresh();
+      const env = {
+        ...baseEnv(dataDir),
+        VOD_DATABASE_URL: url,
+        VOD_DATABASE_SCHEMA: schema,
+        VOD_DATABASE_POOL_SIZE: "2",
+      };
+      const withRedis = { ...env, VOD_REDIS_URL: redisUrl ?? "", VOD_REDIS_KEY_PREFIX: prefix };
+      const hosts: Array<{ host: RunningHost; clock: ManualClock }> = [];
+      for (const config of [withRedis, withRedis, env]) {
+        const clock = manualClock(Date.now());
+        hosts.push({ host: await startHost(loadConfig(config), { clock }), clock });
+      }
+      closing.push(async () => {
+        for (const { host } of hosts) await host.close(1_000);
+        await rm(dataDir, { recursive: true, force: true });
+      });
+      const [a, b, c] = hosts as [(typeof hosts)[0], (typeof hosts)[0], (typeof hosts)[0]];
+      return { a, b, c, env: withRedis };
+    };
+
+    /** Resolves once `host` has heard, on the feed, a revocation that `match` accepts. */
+    const heard = (host: RunningHost, match: (r: Revocation) => boolean) =>
+      new Promise<void>((resolve) => host.vod.ports.revocationFeed?.watch((r) => match(r) && resolve()));
+
+    /** Waits until b hears what a publishes: Redis subscriptions are made in the background. */
+    const subscribed = async (a: RunningHost, b: RunningHost) => {
+      const probe = `probe_${randomBytes(4).toString("hex")}`;
+      let done = false;
+      const hearing = heard(b, (r) => r.id === probe).then(() => {
+        done = true;
+      });
+      for (let i = 0; i < 200 && !done; i++) {
+        await Effect.runPromise(
+          a.vod.ports.revocationFeed?.publish({ kind: "api_key", id: probe }) ?? Effect.void,
+        );
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      await hearing;
+    };
+
+    it("a revoked key and a logged-out session: refused at once on every node told, after the cache's life on one that was not", async () => {
+      const { a, b, c } = await cluster();
+      await subscribed(a.host, b.host);
+      const account = await openAccount(a.host.url);
+      // Warm every node's cache with both credentials.
+      for (const { host } of [a, b, c]) {
+        expect(await status(host.url, account.key)).toBe(200);
+        expect(await status(host.url, account.bearer)).toBe(200);
+      }
+
+      const keyHeard = heard(b.host, (r) => r.kind === "api_key" && r.id === account.keyId);
+      const revoke = await call(a.host.url, `/v1/api-keys/${account.keyId}`, {
+        method: "DELETE",
+        headers: account.bearer,
+      });
+      expect(revoke.status).toBe(204);
+      await keyHeard;
+      expect(await status(a.host.url, account.key)).toBe(401);
+      expect(await status(b.host.url, account.key)).toBe(401);
+      // c has no Redis: the message never reaches it, and its cached answer stands until it expires.
+      expect(await status(c.host.url, account.key)).toBe(200);
+      c.clock.advance(CREDENTIAL_CACHE_MS);
+      expect(await status(c.host.url, account.key)).toBe(401);
+
+      // c's clock has moved on: its cached session expired with the key's; cache it again.
+      expect(await status(c.host.url, account.bearer)).toBe(200);
+      const sessionHeard = heard(b.host, (r) => r.kind === "refresh_session");
+      const logout = await call(a.host.url, "/v1/auth/logout", {
+        headers: account.bearer,
+        body: { refresh_token: account.refreshToken },
+      });
+      expect(logout.status).toBe(204);
+      await sessionHeard;
+      expect(await status(a.host.url, account.bearer)).toBe(401);
+      expect(await status(b.host.url, account.bearer)).toBe(401);
+      expect(await status(c.host.url, account.bearer)).toBe(200);
+      c.clock.advance(CREDENTIAL_CACHE_MS);
+      expect(await status(c.host.url, account.bearer)).toBe(401);
+    }, 60_000);
+
+    it("a tenant suspended with `vod tenant suspend`: 403 at once on every node told, after the cache's life on one that was not", async () => {
+      const { a, b, c, env } = await cluster();
+      await subscribed(a.host, b.host);
+      const account = await openAccount(a.host.url);
+      for (const { host } of [a, b, c]) {
+        expect(await status(host.url, account.key)).toBe(200);
+        expect(await status(host.url, account.bearer)).toBe(200);
+      }
+
+      // The operator's command is another process: it reaches a and b through Redis only.
+      const toldA = heard(a.host, (r) => r.kind === "tenant" && r.id === account.tenantId);
+      const toldB = heard(b.host, (r) => r.kind === "tenant" && r.id === account.tenantId);
+      const run = (action: string) =>
+        promisify(execFile)(process.execPath, [cli, "tenant", action, account.tenantId], {
+          env: { ...process.env, ...env },
+        });
+      const suspended = await run("suspend");
+      expect(suspended.stdout).toContain(`${account.tenantId} is suspended`);
+      await Promise.all([toldA, toldB]);
+      for (const { host } of [a, b]) {
+        const refused = await call(host.url, "/v1/assets", { headers: account.key });
+        expect(refused.status).toBe(403);
+        expect(refused.body.code).toBe("forbidden");
+        expect(await status(host.url, account.bearer)).toBe(403);
+      }
+      expect(await status(c.host.url, account.key)).toBe(200);
+      c.clock.advance(CREDENTIAL_CACHE_MS);
+      expect(await status(c.host.url, account.key)).toBe(403);
+      expect(await status(c.host.url, account.bearer)).toBe(403);
+
+      const reactivated = heard(b.host, (r) => r.kind === "tenant" && r.id === account.tenantId);
+      await run("activate");
+      await reactivated;
+      expect(await status(b.host.url, account.key)).toBe(200);
+      // An unknown tenant is an error of the operator's, said on stderr with a non-zero exit.
+      await expect(
+        promisify(execFile)(process.execPath, [cli, "tenant", "suspend", "tenant_unknown"], {
+          env: { ...process.env, ...env },
+        }),
+      ).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining("tenant not found") });
+    }, 90_000);
+  },
+);
