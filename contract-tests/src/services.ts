@@ -15,8 +15,12 @@ declare module "vitest" {
 export const testServices = (): TestServices => inject("services");
 
 /** The name of a suite that needs a service, saying why when it is skipped. */
-export const suiteName = (name: string, available: boolean, variable: string) =>
-  available ? name : `${name} (skipped: set ${variable} or run a Docker engine)`;
+export const suiteName = (
+  name: string,
+  available: boolean,
+  variable: string,
+  orElse = "run a Docker engine",
+) => (available ? name : `${name} (skipped: set ${variable}${orElse ? ` or ${orElse}` : ""})`);
 
 /** Extra environment of a host under test: fake Google, a trusted proxy (per-test client IPs), no logs. */
 export const testHostEnv = (

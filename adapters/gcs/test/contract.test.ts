@@ -52,7 +52,12 @@ describe("GCS object store on the test server", () => {
 // A real bucket, with Application Default Credentials, when one is named.
 const realBucket = process.env.VOD_TEST_GCS_BUCKET;
 describe.skipIf(!realBucket)(
-  suiteName("GCS object store on a real bucket", !!realBucket, "VOD_TEST_GCS_BUCKET"),
+  suiteName(
+    "GCS object store on a real bucket",
+    !!realBucket,
+    "VOD_TEST_GCS_BUCKET and Application Default Credentials",
+    "",
+  ),
   () => {
     const bucket = realBucket ?? "";
     const prefix = `vod-contract-${randomBytes(6).toString("hex")}/`;
