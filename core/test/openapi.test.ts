@@ -67,7 +67,12 @@ describe("OpenAPI document", () => {
       "query:limit:false",
       "query:cursor:false",
     ]);
-    expect(list.parameters?.[1]?.schema).toMatchObject({ type: "integer", minimum: 1, maximum: 100 });
+    expect(list.parameters?.[1]?.schema).toMatchObject({
+      type: "integer",
+      minimum: 1,
+      maximum: 100,
+      default: 50,
+    });
     const part = at("/v1/uploads/{id}/parts/{number}", "put");
     expect(part.parameters?.find((p) => p.name === "number")?.schema).toMatchObject({
       type: "integer",
@@ -146,7 +151,26 @@ describe("OpenAPI document", () => {
       "429",
       "503",
     ]);
-    expect(statuses("/v1/play/{token}/{path}", "get")).toEqual(["200", "400", "401", "403", "404", "503"]);
+    expect(statuses("/v1/play/{token}/{path}", "get")).toEqual([
+      "200",
+      "206",
+      "302",
+      "400",
+      "401",
+      "403",
+      "404",
+      "416",
+      "503",
+    ]);
+    expect(statuses("/v1/drm/clearkey/license", "post")).toEqual([
+      "200",
+      "400",
+      "401",
+      "403",
+      "404",
+      "413",
+      "503",
+    ]);
     expect(statuses("/healthz", "get")).toEqual(["200"]);
     expect(resolve(at("/v1/auth/me", "get").responses["401"] ?? {}).headers).toHaveProperty(
       "WWW-Authenticate",
@@ -158,8 +182,9 @@ describe("OpenAPI document", () => {
     const known = new Set([...Object.values(errorStatus).map(String)]);
     for (const methods of Object.values(doc.paths))
       for (const op of Object.values(methods))
+        // 416 is a media file's answer to a range past its end, with no body.
         for (const [status, response] of Object.entries(op.responses))
-          if (Number(status) >= 400) {
+          if (Number(status) >= 400 && status !== "416") {
             expect(known.has(status)).toBe(true);
             expect(resolve(response).content).toEqual({
               "application/json": { schema: { $ref: "#/components/schemas/Error" } },

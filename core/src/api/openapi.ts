@@ -32,6 +32,10 @@ export interface DocumentedRoute {
     readonly content?: Schema.Schema.AnyNoContext | { readonly mediaType: string };
     readonly headers?: Readonly<Record<string, string>>;
   };
+  /** Other answers that are no error (a partial range, a redirect), by status; body not JSON. */
+  readonly otherAnswers?: Readonly<
+    Record<string, { readonly description: string; readonly headers?: Readonly<Record<string, string>> }>
+  >;
   /** False for routes that answer from memory (health, this document): no storage error. */
   readonly stateful: boolean;
   /** Errors beyond those derived from the rest (see `errorsOf`). */
@@ -65,6 +69,21 @@ const fromOperation = (op: Operation): DocumentedRoute => ({
 
 const anyBytes = { mediaType: "application/octet-stream" };
 
+// The replies of the DRM routes; they move to the resources with their routes into the catalog.
+const Entitlement = Schema.Struct({
+  expires_at: Resources.EpochMs,
+  license_headers: Schema.Struct({ "x-vod-license-token": Schema.String }),
+  key_systems: Schema.Record({
+    key: Schema.String,
+    value: Schema.Struct({ license_url: Schema.String, certificate_url: Schema.optional(Schema.String) }),
+  }),
+}).annotations({ identifier: "Entitlement" });
+
+const ClearKeyLicense = Schema.Struct({
+  keys: Schema.Array(Schema.Struct({ kty: Schema.Literal("oct"), kid: Schema.String, k: Schema.String })),
+  type: Schema.String,
+}).annotations({ identifier: "ClearKeyLicense" });
+
 /**
  * NOT YET IN THE CATALOG: the routes the host mounts beside the catalog's operations. Drop each
  * entry when its route joins the catalog (the host test fails while one is documented twice).
@@ -91,7 +110,18 @@ export const routesOutsideCatalog: ReadonlyArray<DocumentedRoute> = [
       credential: { kind: "token" },
       input: Schema.Struct({ params: Schema.Struct({ token: Schema.String, path: Schema.String }) }),
       body: "none",
-      success: { status: 200, description: "The file, or the requested range with 206", content: anyBytes },
+      success: { status: 200, description: "The file", content: anyBytes },
+      otherAnswers: {
+        "206": { description: "The requested byte range", headers: { "Content-Range": "the range sent" } },
+        "302": {
+          description: "The file at a short-lived signed URL of the object store",
+          headers: { Location: "the signed URL" },
+        },
+        "416": {
+          description: "The range lies outside the file",
+          headers: { "Content-Range": "bytes */<size>" },
+        },
+      },
       stateful: true,
       errors: ["Forbidden", "PlaybackUnavailable"],
     }),
@@ -104,7 +134,11 @@ export const routesOutsideCatalog: ReadonlyArray<DocumentedRoute> = [
     credential: { kind: "token" },
     input: Schema.Struct({ body: Requests.TelemetryBatch }),
     body: "json",
-    success: { status: 204, description: "Batch accepted; invalid events are dropped" },
+    success: {
+      status: 204,
+      description: "Batch accepted; invalid events are dropped",
+      headers: { "x-telemetry-accepted": "how many events were stored" },
+    },
     stateful: true,
     errors: ["Forbidden", "RateLimited"],
   },
@@ -116,7 +150,7 @@ export const routesOutsideCatalog: ReadonlyArray<DocumentedRoute> = [
     credential: { kind: "token", scheme: "playbackToken" },
     input: Schema.Struct({}),
     body: "none",
-    success: { status: 200, description: "The entitlement", content: { mediaType: "application/json" } },
+    success: { status: 200, description: "The entitlement", content: Entitlement },
     stateful: true,
     errors: ["Forbidden", "Conflict"],
   },
@@ -130,11 +164,12 @@ export const routesOutsideCatalog: ReadonlyArray<DocumentedRoute> = [
     body: "json",
     success: {
       status: 200,
-      description: "The ClearKey licence (JWK set)",
-      content: { mediaType: "application/json" },
+      description: "The ClearKey licence (a JWK set)",
+      content: ClearKeyLicense,
     },
     stateful: true,
-    errors: ["Forbidden"],
+    // The asset has no content key.
+    errors: ["Forbidden", "NotFound"],
   },
 ];
 
@@ -263,6 +298,20 @@ const withoutSchemaIds = (node: unknown): unknown => {
   );
 };
 
+const headersOf = (headers: Readonly<Record<string, string>>) =>
+  Object.fromEntries(
+    Object.entries(headers).map(([name, description]) => [name, { description, schema: { type: "string" } }]),
+  );
+
+/** The value a query field takes when absent: what decoding an empty query gives it. */
+const defaultsOf = (query: AST.AST | undefined): Record<string, unknown> => {
+  if (query === undefined) return {};
+  const decoded = Schema.decodeUnknownOption(Schema.make(query))({});
+  return decoded._tag === "Some" && typeof decoded.value === "object" && decoded.value !== null
+    ? (decoded.value as Record<string, unknown>)
+    : {};
+};
+
 const capitalized = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
 
 /**
@@ -298,13 +347,18 @@ export const openApiDocument = (
       ["query", "query"],
     ] as const) {
       const decoded = propertiesOf(part(decodedParts, name)?.type ?? AST.neverKeyword);
+      const defaults = defaultsOf(propertiesOf(input).find((p) => p.name === name)?.type);
       for (const field of propertiesOf(part(encodedParts, name)?.type ?? AST.neverKeyword)) {
         const type = decoded.find((d) => d.name === field.name)?.type ?? field.type;
+        const fallback = defaults[String(field.name)];
         parameters.push({
           name: String(field.name),
           in: where,
           required: where === "path" || !field.isOptional,
-          schema: toSchema(withoutUndefined(type)),
+          schema: {
+            ...toSchema(withoutUndefined(type)),
+            ...(fallback === undefined ? {} : { default: fallback }),
+          },
         });
       }
     }
@@ -337,19 +391,15 @@ export const openApiDocument = (
     const responses: Json = {
       [String(success.status)]: {
         description: success.description,
-        ...(success.headers
-          ? {
-              headers: Object.fromEntries(
-                Object.entries(success.headers).map(([name, description]) => [
-                  name,
-                  { description, schema: { type: "string" } },
-                ]),
-              ),
-            }
-          : {}),
+        ...(success.headers ? { headers: headersOf(success.headers) } : {}),
         ...(content ? { content } : {}),
       },
     };
+    for (const [status, answer] of Object.entries(route.otherAnswers ?? {}))
+      responses[status] = {
+        description: answer.description,
+        ...(answer.headers ? { headers: headersOf(answer.headers) } : {}),
+      };
     for (const tag of errorsOf(route)) {
       const status = errorStatus[tag];
       responses[String(status)] = { $ref: `#/components/responses/Error${status}` };
