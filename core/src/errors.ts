@@ -72,5 +72,23 @@ export const errorCode: Record<VodErrorTag, string> = {
   InternalError: "internal_error",
 };
 
+/**
+ * The HTTP status of each tag (DECISIONS, "HTTP status codes"): the one table the host answers
+ * with and the OpenAPI document lists.
+ */
+export const errorStatus: Record<VodErrorTag, number> = {
+  InvalidRequest: 400,
+  Unauthorized: 401,
+  Forbidden: 403,
+  NotFound: 404,
+  UploadInProgress: 409,
+  Conflict: 409,
+  PayloadTooLarge: 413,
+  RateLimited: 429,
+  StorageError: 503,
+  PlaybackUnavailable: 503,
+  InternalError: 500,
+};
+
 export const isVodError = (u: unknown): u is VodError =>
   typeof u === "object" && u !== null && "_tag" in u && typeof u._tag === "string" && u._tag in errorCode;

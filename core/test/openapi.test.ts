@@ -1,38 +1,202 @@
-import { openApiDocument, operations } from "@vod/core";
+import { Validator } from "@seriousme/openapi-schema-validator";
+import { errorStatus, openApiDocument, operations } from "@vod/core";
 import { describe, expect, it } from "vitest";
 
+interface Doc {
+  openapi: string;
+  paths: Record<string, Record<string, Op>>;
+  components: { schemas: Record<string, Json>; responses: Record<string, Json> };
+}
+interface Op {
+  operationId: string;
+  parameters?: Array<{ name: string; in: string; required: boolean; schema: Json }>;
+  requestBody?: { content: Record<string, { schema: Json }> };
+  responses: Record<string, Json>;
+  security: unknown[];
+}
+type Json = Record<string, unknown>;
+type Spec = Parameters<Validator["validate"]>[0];
+
+const doc = openApiDocument(operations, { title: "t", version: "1" }) as unknown as Doc;
+const at = (path: string, method: string) => {
+  const op = doc.paths[path]?.[method];
+  if (!op) throw new Error(`${method} ${path} is not documented`);
+  return op;
+};
+/** Follows a `$ref` inside the document. */
+const resolve = (node: Json): Json => {
+  const ref = node.$ref;
+  if (typeof ref !== "string") return node;
+  let target: unknown = doc;
+  for (const key of ref.slice(2).split("/")) target = (target as Json)[key];
+  if (target === undefined) throw new Error(`${ref} resolves to nothing`);
+  return resolve(target as Json);
+};
+const bodySchema = (op: Op) => resolve(op.requestBody?.content["application/json"]?.schema ?? {});
+
 describe("OpenAPI document", () => {
-  const doc = openApiDocument(operations, { title: "t", version: "1" }) as {
-    openapi: string;
-    paths: Record<
-      string,
-      Record<string, { operationId: string; responses: Record<string, unknown>; security: unknown[] }>
-    >;
-  };
+  it("is a valid OpenAPI 3.1 document, and every $ref in it resolves", async () => {
+    const validator = new Validator();
+    const result = await validator.validate(structuredClone(doc) as unknown as Spec);
+    expect(result.errors ?? []).toEqual([]);
+    expect(result.valid).toBe(true);
+    expect(validator.version).toBe("3.1");
+    // The validator is no rubber stamp: a parameter "in" the body (OpenAPI 2's way) is refused.
+    const broken = structuredClone(doc);
+    const limit = broken.paths["/v1/assets"]?.get?.parameters?.[1];
+    if (limit) limit.in = "body";
+    expect((await new Validator().validate(broken as unknown as Spec)).valid).toBe(false);
+    const refs = [...JSON.stringify(doc).matchAll(/"\$ref":"([^"]+)"/g)].map((m) => m[1] ?? "");
+    expect(refs.length).toBeGreaterThan(50);
+    for (const ref of new Set(refs)) expect(() => resolve({ $ref: ref }), ref).not.toThrow();
+  });
 
   it("documents every operation of the catalog at its path and method, with its success status", () => {
     for (const op of operations) {
-      const entry = doc.paths[op.path.replace(/:(\w+)/g, "{$1}")]?.[op.method.toLowerCase()];
-      expect(entry?.operationId).toBe(op.id);
-      expect(Object.keys(entry?.responses ?? {})).toContain(String(op.status));
+      const entry = at(op.path.replace(/:(\w+)/g, "{$1}"), op.method.toLowerCase());
+      expect(entry.operationId).toBe(op.id);
+      expect(Object.keys(entry.responses)).toContain(String(op.status));
     }
     expect(doc.openapi).toBe("3.1.0");
   });
 
-  it("describes request and response bodies from the schemas", () => {
-    const signup = doc.paths["/v1/auth/signup"]?.post as unknown as {
-      requestBody: { content: { "application/json": { schema: { required: string[] } } } };
-      security: unknown[];
-    };
-    expect(signup.requestBody.content["application/json"].schema.required).toEqual(["email", "password"]);
-    expect(signup.security).toEqual([]);
-    const list = doc.paths["/v1/assets"]?.get as unknown as {
-      parameters: Array<{ name: string; in: string }>;
-    };
-    expect(list.parameters.map((p) => `${p.in}:${p.name}`)).toEqual([
-      "query:status",
-      "query:limit",
-      "query:cursor",
+  it("types parameters by their decoded values, with the schemas' bounds", () => {
+    const list = at("/v1/assets", "get");
+    expect(list.parameters?.map((p) => `${p.in}:${p.name}:${p.required}`)).toEqual([
+      "query:status:false",
+      "query:limit:false",
+      "query:cursor:false",
     ]);
+    expect(list.parameters?.[1]?.schema).toMatchObject({
+      type: "integer",
+      minimum: 1,
+      maximum: 100,
+      default: 50,
+    });
+    const part = at("/v1/uploads/{id}/parts/{number}", "put");
+    expect(part.parameters?.find((p) => p.name === "number")?.schema).toMatchObject({
+      type: "integer",
+      minimum: 1,
+      maximum: 10_000,
+    });
+  });
+
+  it("gives request bodies their bounds, patterns and required fields, and refuses unknown fields", () => {
+    const start = bodySchema(at("/v1/uploads", "post"));
+    expect(start.required).toEqual(["asset_id", "size_bytes"]);
+    expect(start.additionalProperties).toBe(false);
+    const props = start.properties as Record<string, Json>;
+    expect(props.size_bytes).toMatchObject({ minimum: 1, maximum: 107_374_182_400 });
+    expect(props.sha256).toMatchObject({ pattern: "^[0-9a-f]{64}$" });
+    const signup = bodySchema(at("/v1/auth/signup", "post"));
+    expect(signup.required).toEqual(["email", "password"]);
+    expect((signup.properties as Record<string, Json>).password).toMatchObject({
+      minLength: 8,
+      maxLength: 256,
+    });
+  });
+
+  it("names a component per resource and refers to it, with formats from the schemas", () => {
+    for (const name of [
+      "Asset",
+      "UploadStarted",
+      "UploadResumed",
+      "UploadSession",
+      "ApiKey",
+      "PlaybackSession",
+      "PlaybackSessionCreated",
+      "Tenant",
+      "User",
+      "Tokens",
+      "Error",
+    ])
+      expect(doc.components.schemas[name], name).toBeDefined();
+    const got = at("/v1/assets/{id}", "get").responses["200"] as {
+      content: { "application/json": { schema: { properties: { asset: Json } } } };
+    };
+    expect(got.content["application/json"].schema.properties.asset).toEqual({
+      $ref: "#/components/schemas/Asset",
+    });
+    const urls = (
+      resolve({ $ref: "#/components/schemas/PlaybackSessionCreated" }).properties as Record<string, Json>
+    ).urls as { properties: Record<string, Json> };
+    expect(urls.properties.manifest).toEqual({ type: "string", format: "uri" });
+    expect(resolve({ $ref: "#/components/schemas/PartUrl" }).properties).toMatchObject({
+      url: { type: "string", format: "uri" },
+    });
+  });
+
+  it("lists every error status a route can answer, with WWW-Authenticate on 401 and Retry-After on 429", () => {
+    const statuses = (path: string, method: string) => Object.keys(at(path, method).responses).sort();
+    expect(statuses("/v1/uploads", "post")).toEqual([
+      "201",
+      "400",
+      "401",
+      "403",
+      "404",
+      "409",
+      "413",
+      "429",
+      "503",
+    ]);
+    expect(statuses("/v1/auth/signup", "post")).toEqual(["201", "400", "409", "413", "429", "503"]);
+    expect(statuses("/v1/auth/me", "get")).toEqual(["200", "400", "401", "403", "413", "429", "503"]);
+    expect(statuses("/v1/assets/{id}", "get")).toEqual([
+      "200",
+      "400",
+      "401",
+      "403",
+      "404",
+      "413",
+      "429",
+      "503",
+    ]);
+    expect(statuses("/v1/play/{token}/{path}", "get")).toEqual([
+      "200",
+      "206",
+      "302",
+      "400",
+      "401",
+      "403",
+      "404",
+      "416",
+      "503",
+    ]);
+    expect(statuses("/v1/drm/clearkey/license", "post")).toEqual([
+      "200",
+      "400",
+      "401",
+      "403",
+      "404",
+      "413",
+      "503",
+    ]);
+    expect(statuses("/healthz", "get")).toEqual(["200"]);
+    expect(resolve(at("/v1/auth/me", "get").responses["401"] ?? {}).headers).toHaveProperty(
+      "WWW-Authenticate",
+    );
+    expect(resolve(at("/v1/telemetry", "post").responses["429"] ?? {}).headers).toMatchObject({
+      "Retry-After": { required: true, schema: { type: "integer" } },
+    });
+    // Every documented status is one the error table answers, and every error body is the spec's.
+    const known = new Set([...Object.values(errorStatus).map(String)]);
+    // A media file's answer to a range past its end, with no body.
+    const rangeNotSatisfiable = "416";
+    for (const methods of Object.values(doc.paths))
+      for (const op of Object.values(methods))
+        for (const [status, response] of Object.entries(op.responses))
+          if (Number(status) >= 400 && status !== rangeNotSatisfiable) {
+            expect(known.has(status)).toBe(true);
+            expect(resolve(response).content).toEqual({
+              "application/json": { schema: { $ref: "#/components/schemas/Error" } },
+            });
+          }
+  });
+
+  it("secures API routes with a bearer token or an API key, and user-only routes with a bearer token", () => {
+    expect(at("/v1/auth/signup", "post").security).toEqual([]);
+    expect(at("/v1/assets", "get").security).toEqual([{ bearer: [] }, { apiKey: [] }]);
+    expect(at("/v1/auth/logout", "post").security).toEqual([{ bearer: [] }]);
+    expect(at("/v1/drm/entitlement", "post").security).toEqual([{ playbackToken: [] }]);
   });
 });

@@ -1,35 +1,324 @@
-import { SchemaAST as AST, JSONSchema } from "effect";
-import { errorCode, type VodErrorTag } from "../errors.js";
-import { Resources } from "../schema/index.js";
+import { SchemaAST as AST, JSONSchema, Schema } from "effect";
+import { errorCode, errorStatus, type VodErrorTag } from "../errors.js";
+import { Requests, Resources } from "../schema/index.js";
 import type { Operation } from "./operation.js";
 
 type Json = Record<string, unknown>;
 
-/** An optional field's type is a union with `undefined`, which JSON Schema says by `required`. */
+/** How a route takes its credential; decides its security and its 401/403/429. */
+type Credential =
+  /** Authorization: Bearer <access token> or X-API-Key; `userOnly` when only an access token does. */
+  | { readonly kind: "api"; readonly userOnly: boolean; readonly scope: string }
+  /** A token of its own (playback, licence, signed part URL), in `scheme` or in the path or body. */
+  | { readonly kind: "token"; readonly scheme?: "playbackToken" | "licenseToken" }
+  | { readonly kind: "none" };
+
+/** One route as the document describes it: a catalog operation or a route the host mounts beside. */
+export interface DocumentedRoute {
+  readonly id: string;
+  readonly method: "GET" | "HEAD" | "POST" | "PUT" | "DELETE";
+  /** Express-style: `:name` parameters, `*name` for the rest of the path. */
+  readonly path: string;
+  readonly summary: string;
+  readonly credential: Credential;
+  /** Decodes `{ params, query, body }`. */
+  readonly input: Schema.Schema.AnyNoContext;
+  /** What the route reads as its body. */
+  readonly body: "json" | "bytes" | "none";
+  readonly success: {
+    readonly status: number;
+    readonly description: string;
+    /** A JSON body's schema, or the media type of a body that is not JSON. */
+    readonly content?: Schema.Schema.AnyNoContext | { readonly mediaType: string };
+    readonly headers?: Readonly<Record<string, string>>;
+  };
+  /** Other answers that are no error (a partial range, a redirect), by status; body not JSON. */
+  readonly otherAnswers?: Readonly<
+    Record<string, { readonly description: string; readonly headers?: Readonly<Record<string, string>> }>
+  >;
+  /** False for routes that answer from memory (health, this document): no storage error. */
+  readonly stateful: boolean;
+  /** Errors beyond those derived from the rest (see `errorsOf`). */
+  readonly errors: ReadonlyArray<VodErrorTag>;
+}
+
+const fromOperation = (op: Operation): DocumentedRoute => ({
+  id: op.id,
+  method: op.method,
+  path: op.path,
+  summary: op.summary,
+  credential:
+    op.auth === "none"
+      ? { kind: "none" }
+      : {
+          kind: "api",
+          userOnly: op.auth.kinds?.length === 1 && op.auth.kinds[0] === "user",
+          scope: op.auth.scope,
+        },
+  input: op.input,
+  // The host parses a JSON body on every operation's route, so each can answer 413.
+  body: "json",
+  success: {
+    status: op.status,
+    description: op.output === null ? "Done; no content" : "Success",
+    ...(op.output === null ? {} : { content: op.output }),
+  },
+  stateful: true,
+  errors: op.errors ?? [],
+});
+
+const anyBytes = { mediaType: "application/octet-stream" };
+
+// The replies of the DRM routes; they move to the resources with their routes into the catalog.
+const Entitlement = Schema.Struct({
+  expires_at: Resources.EpochMs,
+  license_headers: Schema.Struct({ "x-vod-license-token": Schema.String }),
+  key_systems: Schema.Record({
+    key: Schema.String,
+    value: Schema.Struct({ license_url: Schema.String, certificate_url: Schema.optional(Schema.String) }),
+  }),
+}).annotations({ identifier: "Entitlement" });
+
+const ClearKeyLicense = Schema.Struct({
+  keys: Schema.Array(Schema.Struct({ kty: Schema.Literal("oct"), kid: Schema.String, k: Schema.String })),
+  type: Schema.String,
+}).annotations({ identifier: "ClearKeyLicense" });
+
+/**
+ * NOT YET IN THE CATALOG: the routes the host mounts beside the catalog's operations. Drop each
+ * entry when its route joins the catalog (the host test fails while one is documented twice).
+ */
+export const routesOutsideCatalog: ReadonlyArray<DocumentedRoute> = [
+  {
+    id: "uploadPart",
+    method: "PUT",
+    path: "/v1/uploads/:id/parts/:number",
+    summary: "Upload one part's bytes to the signed URL `startUpload` or `resumeUpload` gave.",
+    credential: { kind: "token" },
+    input: Schema.Struct({ params: Requests.PartParams, query: Requests.PartUrlQuery }),
+    body: "bytes",
+    success: { status: 200, description: "Part stored", headers: { ETag: "the part's ETag, quoted" } },
+    stateful: true,
+    errors: ["UploadInProgress"],
+  },
+  ...(["GET", "HEAD"] as const).map(
+    (method): DocumentedRoute => ({
+      id: method === "GET" ? "playFile" : "playFileHead",
+      method,
+      path: "/v1/play/:token/*path",
+      summary: "A manifest, segment or key file of a playback session; byte ranges supported.",
+      credential: { kind: "token" },
+      input: Schema.Struct({ params: Schema.Struct({ token: Schema.String, path: Schema.String }) }),
+      body: "none",
+      success: { status: 200, description: "The file", content: anyBytes },
+      otherAnswers: {
+        "206": { description: "The requested byte range", headers: { "Content-Range": "the range sent" } },
+        "302": {
+          description: "The file at a short-lived signed URL of the object store",
+          headers: { Location: "the signed URL" },
+        },
+        "416": {
+          description: "The range lies outside the file",
+          headers: { "Content-Range": "bytes */<size>" },
+        },
+      },
+      stateful: true,
+      errors: ["Forbidden", "PlaybackUnavailable"],
+    }),
+  ),
+  {
+    id: "telemetry",
+    method: "POST",
+    path: "/v1/telemetry",
+    summary: "A player's batch of playback events, with the playback token in the body.",
+    credential: { kind: "token" },
+    input: Schema.Struct({ body: Requests.TelemetryBatch }),
+    body: "json",
+    success: {
+      status: 204,
+      description: "Batch accepted; invalid events are dropped",
+      headers: { "x-telemetry-accepted": "how many events were stored" },
+    },
+    stateful: true,
+    errors: ["Forbidden", "RateLimited"],
+  },
+  {
+    id: "entitlement",
+    method: "POST",
+    path: "/v1/drm/entitlement",
+    summary: "The DRM entitlement of a playback session: licence URL and token.",
+    credential: { kind: "token", scheme: "playbackToken" },
+    input: Schema.Struct({}),
+    body: "none",
+    success: { status: 200, description: "The entitlement", content: Entitlement },
+    stateful: true,
+    errors: ["Forbidden", "Conflict"],
+  },
+  {
+    id: "clearKeyLicense",
+    method: "POST",
+    path: "/v1/drm/clearkey/license",
+    summary: "A W3C ClearKey licence for the requested key ids.",
+    credential: { kind: "token", scheme: "licenseToken" },
+    input: Schema.Struct({ body: Requests.ClearKeyRequest }),
+    body: "json",
+    success: {
+      status: 200,
+      description: "The ClearKey licence (a JWK set)",
+      content: ClearKeyLicense,
+    },
+    stateful: true,
+    // The asset has no content key.
+    errors: ["Forbidden", "NotFound"],
+  },
+];
+
+/** The host's own routes; these stay outside the catalog. */
+const hostRoutes: ReadonlyArray<DocumentedRoute> = [
+  {
+    id: "health",
+    method: "GET",
+    path: "/healthz",
+    summary: "Liveness: 200 once the process serves.",
+    credential: { kind: "none" },
+    input: Schema.Struct({}),
+    body: "none",
+    success: {
+      status: 200,
+      description: "Serving",
+      content: Schema.Struct({ status: Schema.Literal("ok") }),
+    },
+    stateful: false,
+    errors: [],
+  },
+  {
+    id: "openApi",
+    method: "GET",
+    path: "/v1/openapi.json",
+    summary: "This document.",
+    credential: { kind: "none" },
+    input: Schema.Struct({}),
+    body: "none",
+    success: {
+      status: 200,
+      description: "The OpenAPI 3.1 document",
+      content: { mediaType: "application/json" },
+    },
+    stateful: false,
+    errors: [],
+  },
+];
+
+/** An optional field's type is a union with `undefined`, which a parameter says by `required`. */
 const withoutUndefined = (ast: AST.AST): AST.AST => {
   if (!AST.isUnion(ast)) return ast;
   const members = ast.types.filter((t) => !AST.isUndefinedKeyword(t));
   return members.length === 1 && members[0] ? members[0] : AST.Union.make(members);
 };
 
-const errorsOf = (op: Operation): VodErrorTag[] => {
-  const tags: VodErrorTag[] = ["InvalidRequest", "RateLimited"];
-  if (op.auth !== "none") tags.push("Unauthorized", "Forbidden");
-  if (op.path.includes(":")) tags.push("NotFound");
-  return tags;
+const propertiesOf = (ast: AST.AST): ReadonlyArray<AST.PropertySignature> =>
+  AST.isTypeLiteral(ast) ? ast.propertySignatures : [];
+
+/** Fields whose name says they point at another resource (`asset_id`): that resource may not exist. */
+const namesResource = (input: AST.AST) =>
+  propertiesOf(AST.encodedAST(input)).some(
+    (p) => p.name === "body" && propertiesOf(p.type).some((f) => String(f.name).endsWith("_id")),
+  );
+
+/**
+ * Every error a route can answer, derived from what it is: any request can be malformed (400);
+ * what reads state can meet unavailable storage (503); a credential can be missing or wrong (401),
+ * lack the scope or kind, or belong to a suspended tenant (403), and API credentials are rate
+ * limited (429); an id in the path or the body may name nothing (404); a JSON body may be too
+ * large (413). Use-case errors (a duplicate email, an upload in progress) come from the route.
+ */
+export const errorsOf = (route: DocumentedRoute): ReadonlyArray<VodErrorTag> => {
+  if (!route.stateful) return route.errors;
+  const tags = new Set<VodErrorTag>(["InvalidRequest", "StorageError", ...route.errors]);
+  if (route.credential.kind !== "none") tags.add("Unauthorized");
+  if (route.credential.kind === "api") for (const tag of ["Forbidden", "RateLimited"] as const) tags.add(tag);
+  if (/[:*]/.test(route.path) || namesResource(route.input.ast)) tags.add("NotFound");
+  if (route.body === "json") tags.add("PayloadTooLarge");
+  return [...tags];
 };
 
-const statusOf: Partial<Record<VodErrorTag, string>> = {
-  InvalidRequest: "400",
-  Unauthorized: "401",
-  Forbidden: "403",
-  NotFound: "404",
-  RateLimited: "429",
+/** The error responses, one per status, shared by every route as `#/components/responses/`. */
+const errorResponses = (): Record<string, Json> => {
+  const byStatus = new Map<number, VodErrorTag[]>();
+  for (const tag of Object.keys(errorCode) as VodErrorTag[]) {
+    if (tag === "InternalError") continue;
+    byStatus.set(errorStatus[tag], [...(byStatus.get(errorStatus[tag]) ?? []), tag]);
+  }
+  const responses: Record<string, Json> = {};
+  for (const [status, tags] of byStatus)
+    responses[`Error${status}`] = {
+      description: `Error: ${tags.map((t) => errorCode[t]).join(" or ")}`,
+      ...(status === 401
+        ? { headers: { "WWW-Authenticate": { description: "Bearer challenge", schema: { type: "string" } } } }
+        : status === 429
+          ? {
+              headers: {
+                "Retry-After": {
+                  description: "seconds to wait",
+                  required: true,
+                  schema: { type: "integer", minimum: 0 },
+                },
+              },
+            }
+          : {}),
+      content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } },
+    };
+  return responses;
+};
+
+const securityOf = (credential: Credential): Json[] => {
+  switch (credential.kind) {
+    case "none":
+      return [];
+    case "api":
+      return credential.userOnly ? [{ bearer: [] }] : [{ bearer: [] }, { apiKey: [] }];
+    case "token":
+      return credential.scheme ? [{ [credential.scheme]: [] }] : [];
+  }
 };
 
 /**
- * The OpenAPI 3.1 document of a catalog, generated from the same schemas that validate requests
- * and encode responses, so it cannot drift from what the service does.
+ * Effect marks `unknown` and `{}` with an `$id` (`/schemas/unknown`); several of them in one
+ * document are duplicate ids, which JSON Schema 2020-12 forbids. They constrain nothing.
+ */
+const withoutSchemaIds = (node: unknown): unknown => {
+  if (Array.isArray(node)) return node.map(withoutSchemaIds);
+  if (typeof node !== "object" || node === null) return node;
+  return Object.fromEntries(
+    Object.entries(node)
+      .filter(
+        ([key, value]) => !(key === "$id" && typeof value === "string" && value.startsWith("/schemas/")),
+      )
+      .map(([key, value]) => [key, withoutSchemaIds(value)]),
+  );
+};
+
+const headersOf = (headers: Readonly<Record<string, string>>) =>
+  Object.fromEntries(
+    Object.entries(headers).map(([name, description]) => [name, { description, schema: { type: "string" } }]),
+  );
+
+/** The value a query field takes when absent: what decoding an empty query gives it. */
+const defaultsOf = (query: AST.AST | undefined): Record<string, unknown> => {
+  if (query === undefined) return {};
+  const decoded = Schema.decodeUnknownOption(Schema.make(query))({});
+  return decoded._tag === "Some" && typeof decoded.value === "object" && decoded.value !== null
+    ? (decoded.value as Record<string, unknown>)
+    : {};
+};
+
+const capitalized = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
+
+/**
+ * The OpenAPI 3.1 document of a catalog and of the routes the host mounts beside it, generated
+ * from the same schemas that validate requests and encode responses, so it cannot drift from what
+ * the service does. Parameters are described by their decoded values (`limit` an integer), as
+ * OpenAPI serializes parameter values; bodies by their JSON.
  */
 export const openApiDocument = (
   operations: ReadonlyArray<Operation>,
@@ -37,83 +326,110 @@ export const openApiDocument = (
 ): Json => {
   const definitions: Record<string, JSONSchema.JsonSchema7> = {};
   const toSchema = (ast: AST.AST) =>
-    JSONSchema.fromAST(withoutUndefined(ast), {
+    JSONSchema.fromAST(ast, {
       definitions,
       definitionPath: "#/components/schemas/",
       target: "openApi3.1",
     });
-  const errorSchema = toSchema(Resources.ErrorBody.ast);
+  toSchema(Resources.ErrorBody.ast);
 
   const paths: Record<string, Record<string, Json>> = {};
-  for (const op of operations) {
-    const input = AST.encodedAST(op.input.ast);
-    const parts = AST.isTypeLiteral(input) ? input.propertySignatures : [];
-    const part = (name: string) => parts.find((p) => p.name === name);
+  for (const route of [...operations.map(fromOperation), ...routesOutsideCatalog, ...hostRoutes]) {
+    const input = route.input.ast;
+    // Encoded: what is optional on the wire; decoded: the values, with their bounds.
+    const encodedParts = propertiesOf(AST.encodedAST(input));
+    const decodedParts = propertiesOf(AST.typeAST(input));
+    const part = (parts: ReadonlyArray<AST.PropertySignature>, name: string) =>
+      parts.find((p) => p.name === name);
     const parameters: Json[] = [];
     for (const [where, name] of [
       ["path", "params"],
       ["query", "query"],
     ] as const) {
-      const fields = part(name)?.type;
-      if (fields && AST.isTypeLiteral(fields))
-        for (const field of fields.propertySignatures)
-          parameters.push({
-            name: String(field.name),
-            in: where,
-            required: where === "path" || !field.isOptional,
-            schema: toSchema(field.type),
-          });
+      const decoded = propertiesOf(part(decodedParts, name)?.type ?? AST.neverKeyword);
+      const defaults = defaultsOf(propertiesOf(input).find((p) => p.name === name)?.type);
+      for (const field of propertiesOf(part(encodedParts, name)?.type ?? AST.neverKeyword)) {
+        const type = decoded.find((d) => d.name === field.name)?.type ?? field.type;
+        const fallback = defaults[String(field.name)];
+        parameters.push({
+          name: String(field.name),
+          in: where,
+          required: where === "path" || !field.isOptional,
+          schema: {
+            ...toSchema(withoutUndefined(type)),
+            ...(fallback === undefined ? {} : { default: fallback }),
+          },
+        });
+      }
     }
-    const body = part("body");
-    const responses: Json = {
-      [String(op.status)]:
-        op.output === null
-          ? { description: "No content" }
-          : {
-              description: "Success",
-              content: { "application/json": { schema: toSchema(AST.encodedAST(op.output.ast)) } },
-            },
-    };
-    for (const tag of errorsOf(op))
-      responses[statusOf[tag] ?? "500"] = {
-        description: errorCode[tag],
-        content: { "application/json": { schema: errorSchema } },
-      };
-    const path = op.path.replace(/:(\w+)/g, "{$1}");
-    paths[path] ??= {};
-    paths[path][op.method.toLowerCase()] = {
-      operationId: op.id,
-      summary: op.summary,
-      ...(parameters.length > 0 ? { parameters } : {}),
-      ...(body
-        ? {
-            requestBody: {
+    // The typed side of the body keeps its refinements (bounds, patterns); its name is the route's.
+    const body = propertiesOf(input).find((p) => p.name === "body");
+    const requestBody =
+      route.body === "bytes"
+        ? { required: true, content: { "application/octet-stream": { schema: {} } } }
+        : body && route.body === "json"
+          ? {
               required: !body.isOptional,
-              content: { "application/json": { schema: toSchema(body.type) } },
-            },
-          }
-        : {}),
+              content: {
+                "application/json": {
+                  schema: toSchema(
+                    AST.annotations(body.type, {
+                      [AST.IdentifierAnnotationId]: `${capitalized(route.id)}Request`,
+                    }),
+                  ),
+                },
+              },
+            }
+          : undefined;
+    const { success } = route;
+    const content =
+      success.content === undefined
+        ? undefined
+        : Schema.isSchema(success.content)
+          ? { "application/json": { schema: toSchema(success.content.ast) } }
+          : { [success.content.mediaType]: { schema: {} } };
+    const responses: Json = {
+      [String(success.status)]: {
+        description: success.description,
+        ...(success.headers ? { headers: headersOf(success.headers) } : {}),
+        ...(content ? { content } : {}),
+      },
+    };
+    for (const [status, answer] of Object.entries(route.otherAnswers ?? {}))
+      responses[status] = {
+        description: answer.description,
+        ...(answer.headers ? { headers: headersOf(answer.headers) } : {}),
+      };
+    for (const tag of errorsOf(route)) {
+      const status = errorStatus[tag];
+      responses[String(status)] = { $ref: `#/components/responses/Error${status}` };
+    }
+    const path = route.path.replace(/[:*](\w+)/g, "{$1}");
+    paths[path] ??= {};
+    paths[path][route.method.toLowerCase()] = {
+      operationId: route.id,
+      summary: route.summary,
+      ...(parameters.length > 0 ? { parameters } : {}),
+      ...(requestBody ? { requestBody } : {}),
       responses,
-      security:
-        op.auth === "none"
-          ? []
-          : op.auth.kinds?.length === 1 && op.auth.kinds[0] === "user"
-            ? [{ bearer: [] }]
-            : [{ bearer: [] }, { apiKey: [] }],
-      ...(op.auth === "none" ? {} : { "x-required-scope": op.auth.scope }),
+      security: securityOf(route.credential),
+      ...(route.credential.kind === "api" ? { "x-required-scope": route.credential.scope } : {}),
     };
   }
-  return {
+  return withoutSchemaIds({
     openapi: "3.1.0",
     info: { title: info.title, version: info.version },
     ...(info.serverUrl ? { servers: [{ url: info.serverUrl }] } : {}),
     paths,
     components: {
       schemas: definitions,
+      responses: errorResponses(),
       securitySchemes: {
-        bearer: { type: "http", scheme: "bearer", bearerFormat: "JWT" },
+        bearer: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: "an access token" },
         apiKey: { type: "apiKey", in: "header", name: "X-API-Key" },
+        playbackToken: { type: "http", scheme: "bearer", description: "a playback session's token" },
+        licenseToken: { type: "apiKey", in: "header", name: "x-vod-license-token" },
       },
     },
-  };
+  }) as Json;
 };

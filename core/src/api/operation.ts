@@ -1,5 +1,5 @@
 import { Effect, ParseResult, Schema } from "effect";
-import { InternalError, InvalidRequest, type VodError } from "../errors.js";
+import { InternalError, InvalidRequest, type VodError, type VodErrorTag } from "../errors.js";
 import { inputProblems } from "../schema/input.js";
 import { authorize, type Credentials, type Principal, type Requirement } from "../use-cases/authenticate.js";
 import { enforceRate } from "../use-cases/support.js";
@@ -42,6 +42,11 @@ export interface Operation {
   readonly status: 200 | 201 | 204;
   readonly input: Schema.Schema.AnyNoContext;
   readonly output: Schema.Schema.AnyNoContext | null;
+  /**
+   * The errors the use case raises beyond those the OpenAPI generator derives from the rest of
+   * the definition (credential, path ids, body): a duplicate email, an upload in progress.
+   */
+  readonly errors?: ReadonlyArray<VodErrorTag>;
   /** Authenticates, authorizes, decodes, runs the use case and encodes the reply. */
   readonly execute: (vod: Vod, request: RawRequest) => Effect.Effect<Reply, VodError>;
 }
@@ -55,6 +60,7 @@ interface Definition<I, IE, O, OE> {
   /** Decodes `{ params, query, body }`. */
   readonly input: Schema.Schema<I, IE>;
   readonly output: Schema.Schema<O, OE> | null;
+  readonly errors?: ReadonlyArray<VodErrorTag>;
 }
 
 type FieldPath = ReadonlyArray<string | number>;

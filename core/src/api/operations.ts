@@ -20,6 +20,7 @@ export const signup = publicOperation({
   status: 201,
   input: body(Rq.SignupBody),
   output: Schema.Struct({ user: Rs.User, tenant: Rs.Tenant, ...Rs.TokenFields }),
+  errors: ["Conflict", "RateLimited"],
   run: (vod, { body }, call) => vod.accounts.signup(body, call.clientIp),
 });
 
@@ -31,6 +32,7 @@ export const login = publicOperation({
   status: 200,
   input: body(Rq.LoginBody),
   output: User,
+  errors: ["Unauthorized", "Forbidden", "RateLimited"],
   run: (vod, { body }, call) => vod.accounts.login(body, call.clientIp),
 });
 
@@ -42,6 +44,7 @@ export const google = publicOperation({
   status: 200,
   input: body(Rq.GoogleBody),
   output: Schema.Struct({ user: Rs.User, ...Rs.TokenFields, created: Schema.Boolean }),
+  errors: ["Unauthorized", "Forbidden", "Conflict", "RateLimited"],
   run: (vod, { body }, call) => vod.accounts.google(body.id_token, call.clientIp),
 });
 
@@ -53,6 +56,7 @@ export const refresh = publicOperation({
   status: 200,
   input: body(Rq.RefreshBody),
   output: Rs.Tokens,
+  errors: ["Unauthorized", "Forbidden", "RateLimited"],
   run: (vod, { body }, call) => vod.accounts.refresh(body.refresh_token, call.clientIp),
 });
 
@@ -194,6 +198,7 @@ export const startUpload = authedOperation({
   auth: { scope: "write" },
   input: body(Rq.StartUploadBody),
   output: Schema.Struct({ upload: Rs.UploadStarted }),
+  errors: ["UploadInProgress"],
   run: (vod, { body }, call) => vod.uploads.start(call.principal, body),
 });
 
@@ -218,6 +223,7 @@ export const abortUpload = authedOperation({
   auth: { scope: "write" },
   input: params,
   output: null,
+  errors: ["UploadInProgress"],
   run: (vod, { params }, call) => vod.uploads.abort(call.principal, params.id),
 });
 
@@ -230,6 +236,7 @@ export const completeUpload = authedOperation({
   auth: { scope: "write" },
   input: Schema.Struct({ params: Rq.IdParams, body: Rq.CompleteUploadBody }),
   output: Schema.Struct({ upload: Rs.UploadSession, asset: Rs.Asset }),
+  errors: ["UploadInProgress"],
   run: (vod, { params, body }, call) => vod.uploads.complete(call.principal, params.id, body),
 });
 
@@ -242,6 +249,7 @@ export const createPlaybackSession = authedOperation({
   auth: { scope: "read" },
   input: body(Rq.CreatePlaybackBody),
   output: Rs.PlaybackCreated,
+  errors: ["UploadInProgress"],
   run: (vod, { body }, call) => vod.playback.create(call.principal, body),
 });
 

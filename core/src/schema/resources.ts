@@ -4,7 +4,13 @@ import { roles, scopes } from "../domain/scope.js";
 import { tenantPlans, tenantStatuses } from "../domain/tenant.js";
 
 /** Epoch milliseconds. */
-export const EpochMs = Schema.Int;
+export const EpochMs = Schema.Int.annotations({
+  identifier: "EpochMs",
+  description: "milliseconds since the Unix epoch",
+});
+
+/** An absolute URL the client follows as it is (upload part, manifest, telemetry, entitlement). */
+const Url = Schema.String.annotations({ jsonSchema: { type: "string", format: "uri" } });
 
 export const Scope = Schema.Literal(...scopes);
 export const Role = Schema.Literal(...roles);
@@ -77,7 +83,7 @@ export const ErrorBody = Schema.Struct({
   details: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
 }).annotations({ identifier: "Error" });
 
-const PartUrl = Schema.Struct({ number: Schema.Int, url: Schema.String });
+const PartUrl = Schema.Struct({ number: Schema.Int, url: Url }).annotations({ identifier: "PartUrl" });
 
 /** The upload session fields every response carries. */
 const UploadFields = {
@@ -102,7 +108,11 @@ export const UploadStarted = Schema.Struct({ ...UploadFields, parts: Schema.Arra
 export const UploadResumed = Schema.Struct({
   ...UploadFields,
   ...UploadState,
-  uploaded_parts: Schema.Array(Schema.Struct({ number: Schema.Int, size: Schema.Int, etag: Schema.String })),
+  uploaded_parts: Schema.Array(
+    Schema.Struct({ number: Schema.Int, size: Schema.Int, etag: Schema.String }).annotations({
+      identifier: "UploadedPart",
+    }),
+  ),
   missing_part_urls: Schema.Array(PartUrl),
 }).annotations({ identifier: "UploadResumed" });
 
@@ -116,11 +126,11 @@ export const PlaybackCreated = Schema.Struct({
     asset_id: Schema.String,
     expires_at: EpochMs,
     drm: Schema.Boolean,
-  }),
+  }).annotations({ identifier: "PlaybackSession" }),
   token: Schema.String,
   urls: Schema.Struct({
-    manifest: Schema.String,
-    telemetry: Schema.String,
-    entitlement: Schema.optional(Schema.String),
+    manifest: Url,
+    telemetry: Url,
+    entitlement: Schema.optional(Url),
   }),
 }).annotations({ identifier: "PlaybackSessionCreated" });

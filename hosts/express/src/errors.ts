@@ -1,5 +1,6 @@
 import {
   errorCode,
+  errorStatus,
   InvalidRequest,
   NotFound,
   PayloadTooLarge,
@@ -8,20 +9,8 @@ import {
 } from "@vod/core";
 import { Cause, Option } from "effect";
 
-/** The one table from the core's tagged errors to HTTP statuses (DECISIONS, "HTTP status codes"). */
-export const statusOf: Record<VodErrorTag, number> = {
-  InvalidRequest: 400,
-  Unauthorized: 401,
-  Forbidden: 403,
-  NotFound: 404,
-  UploadInProgress: 409,
-  Conflict: 409,
-  PayloadTooLarge: 413,
-  RateLimited: 429,
-  StorageError: 503,
-  PlaybackUnavailable: 503,
-  InternalError: 500,
-};
+/** The core's one table from tagged errors to HTTP statuses, which the OpenAPI document lists too. */
+export const statusOf: Record<VodErrorTag, number> = errorStatus;
 
 export interface ErrorReply {
   readonly status: number;

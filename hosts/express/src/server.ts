@@ -10,6 +10,9 @@ import { mediaRoutes } from "./media-app.js";
 import { drmRoutes, playbackRoutes } from "./playback-routes.js";
 import { type RunningWorker, startWorker } from "./worker.js";
 
+/** The routers the host mounts beside the catalog's operations, in front of them. */
+export const routesBesideCatalog = (vod: Vod) => [mediaRoutes(vod), playbackRoutes(vod), drmRoutes(vod)];
+
 export interface RunningHost {
   readonly vod: Vod;
   readonly server: Server;
@@ -76,7 +79,7 @@ export const startHost = async (
     logger,
     trustProxy: config.trustProxy,
     baseUrl: effective.baseUrl,
-    routes: [mediaRoutes(vod), playbackRoutes(vod), drmRoutes(vod)],
+    routes: routesBesideCatalog(vod),
   });
   handle = app;
   const url = `http://127.0.0.1:${port}`;

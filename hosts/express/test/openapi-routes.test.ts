@@ -1,0 +1,74 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Writable } from "node:stream";
+import { filesystemObjectStore } from "@vod/adapter-filesystem";
+import { memoryJobQueue, memoryStorage } from "@vod/adapter-memory";
+import {
+  createApiApp,
+  createLogger,
+  loadConfig,
+  type RunningHost,
+  routesBesideCatalog,
+  startHost,
+} from "@vod/host-express";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+interface Layer {
+  readonly route?: { readonly path: string; readonly methods: Record<string, boolean> };
+  readonly handle?: { readonly stack?: ReadonlyArray<Layer> };
+}
+
+/** `METHOD /path/{param}` of every route on an Express router stack, sub-routers included. */
+const mounted = (stack: ReadonlyArray<Layer>): string[] =>
+  stack.flatMap((layer) => {
+    if (layer.route) {
+      const path = layer.route.path.replace(/[:*](\w+)/g, "{$1}");
+      return Object.keys(layer.route.methods)
+        .filter((method) => layer.route?.methods[method])
+        .map((method) => `${method.toUpperCase()} ${path}`);
+    }
+    return layer.handle?.stack ? mounted(layer.handle.stack) : [];
+  });
+
+describe("the OpenAPI document the host serves", () => {
+  let dir: string;
+  let host: RunningHost;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "vod-openapi-"));
+    const storage = memoryStorage();
+    host = await startHost(
+      loadConfig({ PORT: "0", VOD_HOST: "127.0.0.1", VOD_DATA_DIR: dir, VOD_WORKER_CONCURRENCY: "0" }),
+      {
+        storage,
+        objectStore: filesystemObjectStore({ root: join(dir, "objects") }),
+        jobQueue: memoryJobQueue(storage.state),
+        logger: createLogger("error", new Writable({ write: (_c, _e, done) => done() })),
+      },
+    );
+  });
+  afterAll(async () => {
+    await host?.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it("documents exactly the routes the host mounts, and nothing else", async () => {
+    const reply = await fetch(`${host.url}/v1/openapi.json`);
+    expect(reply.status).toBe(200);
+    const doc = (await reply.json()) as { paths: Record<string, Record<string, unknown>> };
+    const documented = Object.entries(doc.paths)
+      .flatMap(([path, methods]) => Object.keys(methods).map((method) => `${method.toUpperCase()} ${path}`))
+      .sort();
+    // The app as the host composes it: the catalog behind the routers mounted beside it.
+    const app = createApiApp({
+      vod: host.vod,
+      logger: createLogger("error", new Writable({ write: (_c, _e, done) => done() })),
+      routes: routesBesideCatalog(host.vod),
+    }) as unknown as { router: { stack: ReadonlyArray<Layer> } };
+    // CORS preflights are answered for browsers by the CORS middleware; they are no API operation.
+    const routes = [...new Set(mounted(app.router.stack))].filter((r) => !r.startsWith("OPTIONS ")).sort();
+    expect(routes.length).toBeGreaterThan(20);
+    expect(documented).toEqual(routes);
+  });
+});
