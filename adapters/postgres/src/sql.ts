@@ -1,6 +1,7 @@
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import path from "node:path";
+import type { Writable } from "node:stream";
 import { PGlite, parse as pgliteParse, protocol } from "@electric-sql/pglite";
 import pg from "pg";
 
@@ -207,13 +208,23 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
       reporting(
         (async () => {
           const held = await hold();
-          const sent = [
-            held.client.query("BEGIN"),
-            held.client.query(first.text, first.params as unknown[]),
-            held.client.query(text, params as unknown[] | undefined),
-            // After a failure before it, the server answers COMMIT with a ROLLBACK.
-            held.client.query("COMMIT"),
-          ];
+          // pg writes each query apart (corked per query): held corked across the four, they
+          // leave in one write, not four system calls. The socket is pg's own, not typed.
+          const stream = (held.client as unknown as { connection?: { stream?: Partial<Writable> } })
+            .connection?.stream;
+          stream?.cork?.();
+          let sent: Promise<pg.QueryResult>[];
+          try {
+            sent = [
+              held.client.query("BEGIN"),
+              held.client.query(first.text, first.params as unknown[]),
+              held.client.query(text, params as unknown[] | undefined),
+              // After a failure before it, the server answers COMMIT with a ROLLBACK.
+              held.client.query("COMMIT"),
+            ];
+          } finally {
+            stream?.uncork?.();
+          }
           const settled = await Promise.allSettled(sent);
           const failed = settled.find((s) => s.status === "rejected");
           // A failed COMMIT or BEGIN means a broken connection: destroy it rather than reuse it.
