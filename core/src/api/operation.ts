@@ -4,6 +4,7 @@ import { inputProblems } from "../schema/input.js";
 import { authorize, type Credentials, type Principal, type Requirement } from "../use-cases/authenticate.js";
 import { enforceRate } from "../use-cases/support.js";
 import type { Vod } from "../vod.js";
+import { compileEncoder, failed } from "./fast-encode.js";
 
 /** A request as any host hands it over: decoded JSON, no framework types. */
 export interface RawRequest {
@@ -154,19 +155,34 @@ const decode = <I, IE>(schema: Schema.Schema<I, IE>, request: RawRequest) =>
     body: request.body ?? {},
   });
 
+const encoders = new WeakMap<object, ((value: unknown) => unknown) | null>();
+
+/** The output schema's compiled encoder (`fast-encode.ts`), once per schema; null where it has none. */
+const encoderOf = (output: Schema.Schema.AnyNoContext) => {
+  let encoder = encoders.get(output);
+  if (encoder === undefined) {
+    encoder = compileEncoder(output.ast) ?? null;
+    encoders.set(output, encoder);
+  }
+  return encoder;
+};
+
 const encode = <O, OE>(
   def: Definition<unknown, unknown, O, OE>,
   value: O,
-): Effect.Effect<Reply, InternalError> =>
-  def.output === null
-    ? Effect.succeed({ status: def.status })
-    : Effect.map(
-        Effect.mapError(
-          Schema.encode(def.output)(value),
-          (cause) => new InternalError({ message: `response of ${def.id} failed its schema`, cause }),
-        ),
-        (body) => ({ status: def.status, body }),
-      );
+): Effect.Effect<Reply, InternalError> => {
+  if (def.output === null) return Effect.succeed({ status: def.status });
+  const fast = encoderOf(def.output as Schema.Schema.AnyNoContext)?.(value);
+  if (fast !== undefined && !failed(fast)) return Effect.succeed({ status: def.status, body: fast });
+  // No compiled encoder, or a value it refuses: Effect's own encode, for its answer or its error.
+  return Effect.map(
+    Effect.mapError(
+      Schema.encode(def.output)(value),
+      (cause) => new InternalError({ message: `response of ${def.id} failed its schema`, cause }),
+    ),
+    (body) => ({ status: def.status, body }),
+  );
+};
 
 /** An operation without credentials (sign-up, sign-in, refresh). */
 export const publicOperation = <I, IE, O, OE>(

@@ -1,6 +1,7 @@
 import { type Operation, openApiDocument, operations, type Vod } from "@vod/core";
 import express, { type Express } from "express";
-import { handle, internalError, notFound, requestLog, requireJsonBody } from "./http.js";
+import { catalogRoutes } from "./catalog-routes.js";
+import { internalError, notFound, requestLog } from "./http.js";
 import type { Logger } from "./logger.js";
 
 export interface ApiAppOptions {
@@ -12,8 +13,6 @@ export interface ApiAppOptions {
   readonly routes?: ReadonlyArray<express.Router>;
   readonly operations?: ReadonlyArray<Operation>;
 }
-
-const methods = { GET: "get", POST: "post", DELETE: "delete" } as const;
 
 /** The API app ({base_url}): every operation of the catalog behind the one generic handler. */
 export const createApiApp = ({
@@ -40,20 +39,17 @@ export const createApiApp = ({
   app.get("/healthz", (_req, res) => {
     res.json({ status: "ok" });
   });
+  // The catalog first: the hot paths, and no path of it is one the routers below answer, so the
+  // order changes no answer. Bodies are parsed on its routes only (an unknown route is 404
+  // whatever it carries); what the parser refuses (malformed JSON, a broken gzip body) reaches
+  // `internalError`, which answers with the spec's error.
+  app.use(catalogRoutes(vod, ops));
   for (const router of routes) app.use(router);
   // Generated once from the schemas that validate and encode every operation.
   const openApi = openApiDocument(ops, { title: "VOD platform API", version: "1.0.0", serverUrl: baseUrl });
   app.get("/v1/openapi.json", (_req, res) => {
     res.json(openApi);
   });
-  // Bodies are parsed on the operations' routes only: an unknown route is 404 whatever it carries.
-  // What the parser refuses (malformed JSON, a broken gzip body) reaches `internalError`, which
-  // answers with the spec's error.
-  const parseBody = [
-    requireJsonBody,
-    express.json({ limit: "64kb", type: ["application/json", "application/*+json"] }),
-  ];
-  for (const op of ops) app[methods[op.method]](op.path, ...parseBody, handle(vod, op));
   app.use(notFound);
   app.use(internalError);
   return app;

@@ -16,14 +16,22 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 interface Layer {
   readonly route?: { readonly path: string; readonly methods: Record<string, boolean> };
-  readonly handle?: { readonly stack?: ReadonlyArray<Layer> };
+  readonly handle?: { readonly stack?: ReadonlyArray<Layer>; readonly mounted?: ReadonlyArray<string> };
 }
+
+const templated = (path: string) => path.replace(/[:*](\w+)/g, "{$1}");
 
 /** `METHOD /path/{param}` of every route on an Express router stack, sub-routers included. */
 const mounted = (stack: ReadonlyArray<Layer>): string[] =>
   stack.flatMap((layer) => {
+    // The catalog's one middleware says what it routes.
+    if (layer.handle?.mounted)
+      return layer.handle.mounted.map((route) => {
+        const [method = "", path = ""] = route.split(" ");
+        return `${method.toUpperCase()} ${templated(path)}`;
+      });
     if (layer.route) {
-      const path = layer.route.path.replace(/[:*](\w+)/g, "{$1}");
+      const path = templated(layer.route.path);
       return Object.keys(layer.route.methods)
         .filter((method) => layer.route?.methods[method])
         .map((method) => `${method.toUpperCase()} ${path}`);
