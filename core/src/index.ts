@@ -15,7 +15,7 @@ export type { Accounts } from "./use-cases/accounts.js";
 export { KEY_TAG, MAX_LISTED_API_KEYS } from "./use-cases/api-keys.js";
 export { makeCursors } from "./use-cases/assets.js";
 export * from "./use-cases/authenticate.js";
-export type { RequestedRange } from "./use-cases/playback.js";
+export type { RequestedRange } from "./use-cases/playback-delivery.js";
 export { defaultLadder, renditionsPrefix } from "./use-cases/processing.js";
 export { layeredRevocations, localRevocationFeed } from "./use-cases/revocations.js";
 export { sha256Hex } from "./use-cases/support.js";

@@ -1,0 +1,90 @@
+import { Effect, Option, Schema } from "effect";
+import type { VodConfig } from "../config.js";
+import { Conflict, NotFound, Unauthorized } from "../errors.js";
+import type { RevocationStore } from "../ports/revocation-store.js";
+import { Requests } from "../schema/index.js";
+import type { VodPorts } from "../tokens.js";
+import type { makeContentKeys } from "./content-keys.js";
+import type { VerifyPlaybackToken } from "./playback-sessions.js";
+import { invalidBody, refuseHostile } from "./support.js";
+
+/** An entitlement lives at most this long, and never past its session. */
+export const ENTITLEMENT_TTL_MS = 300_000;
+
+const b64url = (bytes: Uint8Array) => Buffer.from(bytes).toString("base64url");
+
+/** Content protection: a DRM session's entitlement, and the ClearKey licence it leads to. */
+export const makeEntitlement = (
+  ports: VodPorts,
+  config: VodConfig,
+  verify: VerifyPlaybackToken,
+  revocations: RevocationStore,
+  keys: ReturnType<typeof makeContentKeys>,
+) => {
+  const { clock, tokenSigner } = ports;
+
+  /** The entitlement of a DRM session: licence headers and key systems (DECISIONS, content protection). */
+  const entitlement = (token: string | undefined) =>
+    Effect.gen(function* () {
+      const claims = yield* verify(token);
+      if (!claims.drm)
+        return yield* Effect.fail(
+          new Conflict({ message: "this playback session has no content protection" }),
+        );
+      const now = clock.now();
+      const expiresAt = Math.min(claims.expiresAt, now + ENTITLEMENT_TTL_MS);
+      const license = yield* tokenSigner.sign(
+        "license",
+        { sid: claims.sessionId, tid: claims.tenantId, aid: claims.assetId },
+        { issuedAt: now, expiresAt },
+      );
+      const systems: Record<string, { license_url: string; certificate_url?: string }> = {
+        "org.w3.clearkey": { license_url: `${config.drmUrl}/v1/drm/clearkey/license` },
+      };
+      if (config.keySystems.widevine)
+        systems["com.widevine.alpha"] = { license_url: config.keySystems.widevine };
+      if (config.keySystems.playready)
+        systems["com.microsoft.playready"] = { license_url: config.keySystems.playready };
+      if (config.keySystems.fairplay)
+        systems["com.apple.fps"] = {
+          license_url: config.keySystems.fairplay.licenseUrl,
+          certificate_url: config.keySystems.fairplay.certificateUrl,
+        };
+      return {
+        expires_at: expiresAt,
+        license_headers: { "x-vod-license-token": license },
+        key_systems: systems,
+      };
+    });
+
+  /** The W3C ClearKey licence: the content key, only to a holder of a valid licence token. */
+  const clearKeyLicense = (licenseToken: string | undefined, request: unknown) =>
+    Effect.gen(function* () {
+      if (!licenseToken) return yield* Effect.fail(new Unauthorized({ message: "missing licence token" }));
+      const now = clock.now();
+      const verified = yield* Effect.mapError(
+        tokenSigner.verify("license", licenseToken, { now }),
+        () => new Unauthorized({ message: "invalid or expired licence token" }),
+      );
+      const { sid, tid, aid } = verified.claims;
+      if (typeof sid !== "string" || typeof tid !== "string" || typeof aid !== "string")
+        return yield* Effect.fail(new Unauthorized({ message: "invalid licence token" }));
+      if (yield* revocations.isRevoked(sid, now))
+        return yield* Effect.fail(new Unauthorized({ message: "playback session has ended" }));
+      yield* refuseHostile(request, "not a ClearKey licence request");
+      const body = yield* Effect.mapError(
+        Schema.decodeUnknown(Requests.ClearKeyRequest)(request),
+        invalidBody("not a ClearKey licence request"),
+      );
+      const key = yield* keys.find(tid, aid);
+      if (Option.isNone(key))
+        return yield* Effect.fail(new NotFound({ message: "no content key for this asset" }));
+      const kid = b64url(key.value.kid);
+      return {
+        keys: body.kids.includes(kid) ? [{ kty: "oct" as const, kid, k: b64url(key.value.key) }] : [],
+        type: body.type ?? "temporary",
+      };
+    });
+
+  return { entitlement, clearKeyLicense };
+};

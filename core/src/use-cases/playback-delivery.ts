@@ -1,0 +1,72 @@
+import { Effect, Option } from "effect";
+import { NotFound } from "../errors.js";
+import type { ByteStream } from "../ports/object-store.js";
+import type { VodPorts } from "../tokens.js";
+import type { VerifyPlaybackToken } from "./playback-sessions.js";
+import { renditionsPrefix } from "./processing.js";
+
+/** A segment URL of the store, for redirect delivery, lives this long (DECISIONS). */
+export const DELIVERY_URL_TTL_MS = 300_000;
+
+/**
+ * The byte range a client asked for, resolved once the file's size is known (a suffix range,
+ * `bytes=-500`, means nothing without it): a range, "unsatisfiable", or undefined for the whole file.
+ */
+export type RequestedRange = (
+  size: number,
+) => { readonly start: number; readonly end: number } | "unsatisfiable" | undefined;
+
+const CONTENT_TYPES: Record<string, string> = {
+  m3u8: "application/vnd.apple.mpegurl",
+  mpd: "application/dash+xml",
+  m4s: "video/iso.segment",
+  mp4: "video/mp4",
+  jpg: "image/jpeg",
+};
+
+/**
+ * The file names an asset's renditions can have: one or two plain segments (`master.m3u8`,
+ * `720p/3.m4s`), each a short name of letters, digits, `_` or `-` with one extension of a type
+ * we deliver. Anything else cannot be one of the asset's files and is 404 before the object
+ * store is asked: a NUL, a dot segment or a 5,000-character name never becomes an object key.
+ */
+const RENDITION_FILE = new RegExp(
+  `^(?:[A-Za-z0-9_-]{1,64}/)?[A-Za-z0-9_-]{1,64}\\.(?:${Object.keys(CONTENT_TYPES).join("|")})$`,
+);
+export const isRenditionFile = (path: string) => RENDITION_FILE.test(path);
+
+/** Delivery: the files of a session's renditions, whole, by range, or as a redirect to the store. */
+export const makePlaybackDelivery = (ports: VodPorts, verify: VerifyPlaybackToken) => {
+  const { clock, objectStore: store } = ports;
+
+  /**
+   * A file of the session's renditions (`master.m3u8`, `720p/playlist.m3u8`, `720p/3.m4s`, ...).
+   * Playlists use relative URIs, so every URI a player resolves stays under the token's path.
+   */
+  const open = (token: string, path: string, range?: RequestedRange) =>
+    Effect.gen(function* () {
+      const claims = yield* verify(token);
+      if (!isRenditionFile(path)) return yield* Effect.fail(new NotFound({ message: "no such file" }));
+      const key = `${renditionsPrefix(claims.tenantId, claims.assetId)}${path}`;
+      const head = yield* store.head(key);
+      if (Option.isNone(head)) return yield* Effect.fail(new NotFound({ message: "no such file" }));
+      // Segments may come straight from the store; playlists never do (token and revocation
+      // checked on each, and the token carried in every URI).
+      const isPlaylist = path.endsWith(".m3u8") || path.endsWith(".mpd");
+      if (store.deliveryUrl && !isPlaylist) {
+        const url = yield* store.deliveryUrl(key, clock.now() + DELIVERY_URL_TTL_MS);
+        return { kind: "redirect" as const, url };
+      }
+      const size = head.value.size;
+      const wanted = range?.(size);
+      if (wanted === "unsatisfiable") return { kind: "unsatisfiable" as const, size };
+      const bounded = wanted ? { start: wanted.start, end: Math.min(wanted.end, size - 1) } : undefined;
+      const body: ByteStream = yield* Effect.catchTag(store.get(key, bounded), "NotFound", () =>
+        Effect.fail(new NotFound({ message: "no such file" })),
+      );
+      const contentType = CONTENT_TYPES[path.slice(path.lastIndexOf(".") + 1)] ?? head.value.contentType;
+      return { kind: "file" as const, body, size, range: bounded, contentType, expiresAt: claims.expiresAt };
+    });
+
+  return { open };
+};

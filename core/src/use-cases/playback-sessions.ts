@@ -1,0 +1,145 @@
+import { Effect, Either } from "effect";
+import type { VodConfig } from "../config.js";
+import { PLAYBACK_TTL_DEFAULT_SECONDS, type PlaybackSession } from "../domain/playback-session.js";
+import { Forbidden, type StorageError, Unauthorized, UploadInProgress } from "../errors.js";
+import type { RevocationStore } from "../ports/revocation-store.js";
+import type { Requests } from "../schema/index.js";
+import type { VodPorts } from "../tokens.js";
+import type { Principal } from "./authenticate.js";
+import { orNotFound } from "./support.js";
+
+/** The version marker of playback tokens (spec part 9). */
+export const PLAYBACK_TOKEN_PREFIX = "v1.";
+/** Telemetry keeps accepting a session's beacons this long after it expires (DECISIONS). */
+export const TELEMETRY_GRACE_MS = 15 * 60_000;
+
+export interface PlaybackClaims {
+  readonly sessionId: string;
+  readonly tenantId: string;
+  readonly assetId: string;
+  readonly drm: boolean;
+  readonly expiresAt: number;
+}
+
+/** Checks a playback token: what delivery, entitlement and telemetry all start with. */
+export type VerifyPlaybackToken = (
+  token: string | undefined,
+  leewayMs?: number,
+) => Effect.Effect<PlaybackClaims, Unauthorized | Forbidden | StorageError>;
+
+type CreateInput = typeof Requests.CreatePlaybackBody.Type;
+
+/** Playback sessions: creating one signs its token, revoking one ends it, `verify` checks a token. */
+export const makePlaybackSessions = (ports: VodPorts, config: VodConfig, revocations: RevocationStore) => {
+  const { clock, ids, storage, tokenSigner } = ports;
+
+  const create = (principal: Principal, input: CreateInput) =>
+    Effect.gen(function* () {
+      const asset = yield* orNotFound("asset")(storage.assets.get(principal.tenant.id, input.asset_id));
+      if (asset.status !== "ready")
+        return yield* Effect.fail(
+          new UploadInProgress({ message: `asset is ${asset.status}, not ready to play` }),
+        );
+      const now = clock.now();
+      const session: PlaybackSession = {
+        id: ids.id("playback"),
+        tenant_id: asset.tenant_id,
+        asset_id: asset.id,
+        drm: asset.drm_enabled,
+        expires_at: now + (input.ttl_seconds ?? PLAYBACK_TTL_DEFAULT_SECONDS) * 1000,
+        created_at: now,
+        ended_at: null,
+      };
+      yield* storage.playbackSessions.insert(session);
+      const jws = yield* tokenSigner.sign(
+        "playback",
+        { sid: session.id, tid: session.tenant_id, aid: session.asset_id, drm: session.drm },
+        { issuedAt: now, expiresAt: session.expires_at },
+      );
+      const token = `${PLAYBACK_TOKEN_PREFIX}${jws}`;
+      return {
+        session: {
+          id: session.id,
+          asset_id: session.asset_id,
+          expires_at: session.expires_at,
+          drm: session.drm,
+        },
+        token,
+        urls: {
+          manifest: `${config.mediaUrl}/v1/play/${token}/master.m3u8`,
+          telemetry: `${config.mediaUrl}/v1/telemetry`,
+          ...(session.drm ? { entitlement: `${config.drmUrl}/v1/drm/entitlement` } : {}),
+        },
+      };
+    });
+
+  /** Ends the session: its token stops working on every node within the revocation cache's age. */
+  const revoke = (principal: Principal, id: string) =>
+    Effect.gen(function* () {
+      const session = yield* orNotFound("playback session")(
+        storage.playbackSessions.get(principal.tenant.id, id),
+      );
+      yield* storage.playbackSessions.end(session.tenant_id, session.id, clock.now());
+      yield* revocations.revoke(session.id, session.expires_at + TELEMETRY_GRACE_MS);
+    });
+
+  // Verified tokens, so a player's many requests (segments, beacons) cost one signature check;
+  // revocation is still checked on every request. Bounded: cleared when it grows past the cap.
+  const verifiedTokens = new Map<string, PlaybackClaims>();
+  const VERIFIED_TOKENS_CAP = 50_000;
+
+  /**
+   * A playback token's claims, or 401 for a forged, expired or revoked one. A valid credential of
+   * another kind (an access token) is 403, as DECISIONS says.
+   */
+  const verify: VerifyPlaybackToken = (token, leewayMs = 0) =>
+    Effect.gen(function* () {
+      if (!token) return yield* Effect.fail(new Unauthorized({ message: "missing playback token" }));
+      const now = clock.now();
+      if (!token.startsWith(PLAYBACK_TOKEN_PREFIX)) {
+        const asAccess = yield* Effect.either(tokenSigner.verify("access", token, { now }));
+        return yield* Effect.fail(
+          Either.isRight(asAccess)
+            ? new Forbidden({ message: "an access token is not a playback token" })
+            : new Unauthorized({ message: "invalid playback token" }),
+        );
+      }
+      const claims = yield* claimsOf(token, now, leewayMs);
+      if (yield* revocations.isRevoked(claims.sessionId, now))
+        return yield* Effect.fail(new Unauthorized({ message: "playback session has ended" }));
+      return claims;
+    });
+
+  /** The claims of a `v1.` token: from the cache of verified tokens, or by checking its signature. */
+  const claimsOf = (
+    token: string,
+    now: number,
+    leewayMs: number,
+  ): Effect.Effect<PlaybackClaims, Unauthorized> => {
+    const cached = verifiedTokens.get(token);
+    if (cached && now < cached.expiresAt + leewayMs) return Effect.succeed(cached);
+    return Effect.gen(function* () {
+      const verified = yield* Effect.mapError(
+        tokenSigner.verify("playback", token.slice(PLAYBACK_TOKEN_PREFIX.length), { now, leewayMs }),
+        (rejected) =>
+          new Unauthorized({
+            message: rejected.reason === "expired" ? "playback token expired" : "invalid playback token",
+          }),
+      );
+      const { sid, tid, aid, drm } = verified.claims;
+      if (
+        typeof sid !== "string" ||
+        typeof tid !== "string" ||
+        typeof aid !== "string" ||
+        typeof drm !== "boolean"
+      )
+        return yield* Effect.fail(new Unauthorized({ message: "invalid playback token" }));
+      const claims = { sessionId: sid, tenantId: tid, assetId: aid, drm, expiresAt: verified.exp * 1000 };
+      if (verifiedTokens.size >= VERIFIED_TOKENS_CAP) verifiedTokens.clear();
+      verifiedTokens.set(token, claims);
+      return claims;
+    });
+  };
+
+  return { create, revoke, verify };
+};
