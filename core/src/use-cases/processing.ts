@@ -7,15 +7,12 @@ import {
   type SourceMetadata,
   transitionAsset,
 } from "../domain/asset.js";
+import { originKey, renditionKey, renditionsPrefix } from "../domain/object-keys.js";
 import { StorageError } from "../errors.js";
 import type { Job, JobFailed } from "../ports/job-queue.js";
 import type { MediaInput, MediaRejected, ProbedSource, Rendition } from "../ports/media-processor.js";
 import type { VodPorts } from "../tokens.js";
 import { makeContentKeys } from "./content-keys.js";
-import { originKey } from "./uploads.js";
-
-/** Where an asset's packaged renditions live; playback reads `master.m3u8` under it. */
-export const renditionsPrefix = (tenantId: string, assetId: string) => `renditions/${tenantId}/${assetId}/`;
 
 /** The HLS ladder (DECISIONS: renditions at and below the source height, no upscaling). */
 export const defaultLadder: ReadonlyArray<Rendition> = [
@@ -110,9 +107,8 @@ export const makeProcessing = (
           if (!probed.has_video) return yield* Effect.fail(verdict("invalid_media", "no video stream"));
           if ((probed.source_duration_ms ?? 0) > config.processing.maxSourceDurationMs)
             return yield* Effect.fail(verdict("source_too_long", "source is longer than allowed", source));
-          const prefix = renditionsPrefix(tenant_id, asset_id);
           // A retried job starts from a clean prefix: no segment of an earlier run is mixed in.
-          yield* store.deletePrefix(prefix);
+          yield* store.deletePrefix(renditionsPrefix(tenant_id, asset_id));
           // DRM assets are packaged encrypted with their content key; no clear copy is ever stored.
           const encryption = asset.drm_enabled
             ? yield* Effect.mapError(contentKeys.forPackaging(tenant_id, asset_id), (e) =>
@@ -123,7 +119,7 @@ export const makeProcessing = (
             input,
             probed,
             ladder,
-            (file) => store.put(`${prefix}${file.path}`, file.body, file.contentType),
+            (file) => store.put(renditionKey(tenant_id, asset_id, file.path), file.body, file.contentType),
             encryption ? { encryption } : undefined,
           );
           return source;

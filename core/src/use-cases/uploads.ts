@@ -1,6 +1,7 @@
 import { Effect, Either, Option } from "effect";
 import type { VodConfig } from "../config.js";
 import { type Asset, canStartUpload, transitionAsset } from "../domain/asset.js";
+import { originKey } from "../domain/object-keys.js";
 import { includesScope } from "../domain/scope.js";
 import {
   expectedPartSize,
@@ -28,9 +29,6 @@ import { constantTimeEqual, hmacBase64Url, orNotFound } from "./support.js";
 
 type StartInput = typeof Requests.StartUploadBody.Type;
 type CompleteInput = typeof Requests.CompleteUploadBody.Type;
-
-/** Where an asset's uploaded bytes end up: the origin object processing reads. */
-export const originKey = (tenantId: string, assetId: string) => `origins/${tenantId}/${assetId}`;
 
 const refOf = (session: UploadSession): MultipartRef => ({
   uploadId: session.id,
