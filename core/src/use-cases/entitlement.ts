@@ -11,6 +11,10 @@ import { invalidBody, refuseHostile } from "./support.js";
 /** An entitlement lives at most this long, and never past its session. */
 export const ENTITLEMENT_TTL_MS = 300_000;
 
+/** What a licence token carries: the playback session it was issued for. */
+const LicenseTokenClaims = Schema.Struct({ sid: Schema.String, tid: Schema.String, aid: Schema.String });
+const decodeLicenseClaims = Schema.decodeUnknownOption(LicenseTokenClaims);
+
 const b64url = (bytes: Uint8Array) => Buffer.from(bytes).toString("base64url");
 
 /** Content protection: a DRM session's entitlement, and the ClearKey licence it leads to. */
@@ -35,7 +39,11 @@ export const makeEntitlement = (
       const expiresAt = Math.min(claims.expiresAt, now + ENTITLEMENT_TTL_MS);
       const license = yield* tokenSigner.sign(
         "license",
-        { sid: claims.sessionId, tid: claims.tenantId, aid: claims.assetId },
+        {
+          sid: claims.sessionId,
+          tid: claims.tenantId,
+          aid: claims.assetId,
+        } satisfies typeof LicenseTokenClaims.Type,
         { issuedAt: now, expiresAt },
       );
       const systems: Record<string, { license_url: string; certificate_url?: string }> = {
@@ -66,9 +74,10 @@ export const makeEntitlement = (
         tokenSigner.verify("license", licenseToken, { now }),
         () => new Unauthorized({ message: "invalid or expired licence token" }),
       );
-      const { sid, tid, aid } = verified.claims;
-      if (typeof sid !== "string" || typeof tid !== "string" || typeof aid !== "string")
+      const decoded = decodeLicenseClaims(verified.claims);
+      if (Option.isNone(decoded))
         return yield* Effect.fail(new Unauthorized({ message: "invalid licence token" }));
+      const { sid, tid, aid } = decoded.value;
       if (yield* revocations.isRevoked(sid, now))
         return yield* Effect.fail(new Unauthorized({ message: "playback session has ended" }));
       yield* refuseHostile(request, "not a ClearKey licence request");

@@ -1,4 +1,4 @@
-import { Effect, Either } from "effect";
+import { Effect, Either, Option, Schema } from "effect";
 import type { VodConfig } from "../config.js";
 import { PLAYBACK_TTL_DEFAULT_SECONDS, type PlaybackSession } from "../domain/playback-session.js";
 import { Forbidden, type StorageError, Unauthorized, UploadInProgress } from "../errors.js";
@@ -27,6 +27,18 @@ export type VerifyPlaybackToken = (
   leewayMs?: number,
 ) => Effect.Effect<PlaybackClaims, Unauthorized | Forbidden | StorageError>;
 
+/**
+ * What a playback token carries (short names keep the token, which is in every segment URL,
+ * short). Other claims of the token are ignored.
+ */
+const PlaybackTokenClaims = Schema.Struct({
+  sid: Schema.String,
+  tid: Schema.String,
+  aid: Schema.String,
+  drm: Schema.Boolean,
+});
+const decodeClaims = Schema.decodeUnknownOption(PlaybackTokenClaims);
+
 type CreateInput = typeof Requests.CreatePlaybackBody.Type;
 
 /** Playback sessions: creating one signs its token, revoking one ends it, `verify` checks a token. */
@@ -53,7 +65,12 @@ export const makePlaybackSessions = (ports: VodPorts, config: VodConfig, revocat
       yield* storage.playbackSessions.insert(session);
       const jws = yield* tokenSigner.sign(
         "playback",
-        { sid: session.id, tid: session.tenant_id, aid: session.asset_id, drm: session.drm },
+        {
+          sid: session.id,
+          tid: session.tenant_id,
+          aid: session.asset_id,
+          drm: session.drm,
+        } satisfies typeof PlaybackTokenClaims.Type,
         { issuedAt: now, expiresAt: session.expires_at },
       );
       const token = `${PLAYBACK_TOKEN_PREFIX}${jws}`;
@@ -126,14 +143,10 @@ export const makePlaybackSessions = (ports: VodPorts, config: VodConfig, revocat
             message: rejected.reason === "expired" ? "playback token expired" : "invalid playback token",
           }),
       );
-      const { sid, tid, aid, drm } = verified.claims;
-      if (
-        typeof sid !== "string" ||
-        typeof tid !== "string" ||
-        typeof aid !== "string" ||
-        typeof drm !== "boolean"
-      )
+      const decoded = decodeClaims(verified.claims);
+      if (Option.isNone(decoded))
         return yield* Effect.fail(new Unauthorized({ message: "invalid playback token" }));
+      const { sid, tid, aid, drm } = decoded.value;
       const claims = { sessionId: sid, tenantId: tid, assetId: aid, drm, expiresAt: verified.exp * 1000 };
       if (verifiedTokens.size >= VERIFIED_TOKENS_CAP) verifiedTokens.clear();
       verifiedTokens.set(token, claims);
