@@ -1,2 +1,1 @@
-export { type FilesystemObjectStoreBackdoor, filesystemBackdoor } from "./backdoor.js";
 export { type FilesystemObjectStoreConfig, filesystemObjectStore } from "./object-store.js";

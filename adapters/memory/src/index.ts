@@ -1,4 +1,3 @@
-export { memoryBackdoor } from "./backdoor.js";
 export * from "./clock-and-ids.js";
 export { type MemoryJobQueue, type MemoryJobQueueOptions, memoryJobQueue } from "./job-queue.js";
 export { memoryObjectStore } from "./object-store.js";

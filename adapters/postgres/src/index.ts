@@ -1,4 +1,3 @@
-export { postgresBackdoor } from "./backdoor.js";
 export { type PgBossQueue, type PgBossQueueOptions, pgBossQueue } from "./jobs.js";
 export { type Migration, migrate, migrations } from "./migrations.js";
 export { openPgliteProcess, type PgliteProcessOptions } from "./pglite-process.js";
@@ -17,7 +16,6 @@ export {
 export { postgresStorage } from "./storage.js";
 export {
   type PostgresTelemetrySinkOptions,
-  postgresTelemetryBackdoor,
   postgresTelemetrySink,
 } from "./telemetry-sink.js";
 export {
