@@ -3,11 +3,17 @@ import { defineConfig } from "vitest/config";
 
 // Tests import the workspace packages by name; point those names at the sources so a test run
 // never depends on a stale dist/.
-const src = (dir: string) => fileURLToPath(new URL(`./${dir}/src/index.ts`, import.meta.url));
+const src = (dir: string, entry = "index") =>
+  fileURLToPath(new URL(`./${dir}/src/${entry}.ts`, import.meta.url));
 
 export default defineConfig({
   resolve: {
+    // The test-only subpaths come first: an alias also matches the names under it.
     alias: {
+      "@vod/adapter-memory/testing": src("adapters/memory", "testing"),
+      "@vod/adapter-postgres/testing": src("adapters/postgres", "testing"),
+      "@vod/adapter-redis/testing": src("adapters/redis", "testing"),
+      "@vod/adapter-filesystem/testing": src("adapters/filesystem", "testing"),
       "@vod/core": src("core"),
       "@vod/adapter-memory": src("adapters/memory"),
       "@vod/adapter-postgres": src("adapters/postgres"),

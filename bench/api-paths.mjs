@@ -70,7 +70,7 @@ const cleanup = () => {
       for (const s of [schema, `${schema}_jobs`])
         await admin.exec(`DROP SCHEMA IF EXISTS ${s} CASCADE`).catch(() => undefined);
       await admin.close();
-      const { redisBackdoor } = await fromRepo("adapters/redis");
+      const { redisBackdoor } = await fromRepo("adapters/redis", "dist/testing.js");
       const redis = redisBackdoor({ url: redisUrl, keyPrefix: redisPrefix });
       await redis.clear().catch(() => undefined);
       await redis.close();

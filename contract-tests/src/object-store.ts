@@ -570,7 +570,9 @@ export const describeObjectStore = (
         }
         expect(await failureOf(store.put(key, broken(), "video/mp4"))).toBeInstanceOf(StorageError);
         expect(await read(key)).toEqual(digest(earlier));
-        expect(await run(store.list(key))).toEqual([{ key, size: 2000, contentType: "video/mp4" }]);
+        expect(await run(store.head(key))).toEqual(
+          Option.some({ key, size: 2000, contentType: "video/mp4" }),
+        );
         const fresh = `${prefix()}2.m4s`;
         await failureOf(store.put(fresh, broken(), "video/mp4"));
         expect(await disk.exists(fresh)).toBe(false);
@@ -581,39 +583,6 @@ export const describeObjectStore = (
         expect(await failureOf(store.get(key))).toBeInstanceOf(NotFound);
         expect(await failureOf(store.get(key, { start: 0, end: 10 }))).toBeInstanceOf(NotFound);
         expect(Option.isNone(await run(store.head(key)))).toBe(true);
-        expect(await run(store.list(key))).toEqual([]);
-      });
-
-      it("lists by prefix, recursively, by key ascending", async () => {
-        const p = prefix();
-        const keys = [`${p}ba`, `${p}b/d`, `${p}a`, `${p}b/c/deep.ts`, `${p}b/c0`];
-        for (const [i, key] of keys.entries()) await run(store.put(key, someBytes(i + 1), "video/mp2t"));
-        const listed = await run(store.list(p));
-        expect(listed.map((o) => o.key)).toEqual([
-          `${p}a`,
-          `${p}b/c/deep.ts`,
-          `${p}b/c0`,
-          `${p}b/d`,
-          `${p}ba`,
-        ]);
-        expect(listed.find((o) => o.key === `${p}b/d`)).toEqual({
-          key: `${p}b/d`,
-          size: 2,
-          contentType: "video/mp2t",
-        });
-        expect((await run(store.list(`${p}b`))).map((o) => o.key)).toEqual([
-          `${p}b/c/deep.ts`,
-          `${p}b/c0`,
-          `${p}b/d`,
-          `${p}ba`,
-        ]);
-        expect((await run(store.list(`${p}b/c`))).map((o) => o.key)).toEqual([`${p}b/c/deep.ts`, `${p}b/c0`]);
-        expect((await run(store.list(`${p}b/`))).map((o) => o.key)).toEqual([
-          `${p}b/c/deep.ts`,
-          `${p}b/c0`,
-          `${p}b/d`,
-        ]);
-        expect(await run(store.list(`${p}zzz`))).toEqual([]);
       });
 
       it("deletes every object under a prefix and nothing else", async () => {
@@ -624,9 +593,10 @@ export const describeObjectStore = (
         await run(store.deletePrefix(`${p}720p/`));
         expect(await disk.exists(`${p}720p/1.m4s`)).toBe(false);
         expect(await disk.exists(`${p}720p/2.m4s`)).toBe(false);
-        expect((await run(store.list(p))).map((o) => o.key)).toEqual([`${p}1080p/1.m4s`, `${p}master.m3u8`]);
+        expect(await disk.exists(`${p}1080p/1.m4s`)).toBe(true);
+        expect(await disk.exists(`${p}master.m3u8`)).toBe(true);
         await run(store.deletePrefix(p));
-        expect(await run(store.list(p))).toEqual([]);
+        expect(await disk.exists(`${p}1080p/1.m4s`)).toBe(false);
         expect(await disk.exists(`${p}master.m3u8`)).toBe(false);
         expect(await disk.exists(other)).toBe(true);
         expect(await failureOf(store.get(`${p}master.m3u8`))).toBeInstanceOf(NotFound);
@@ -698,7 +668,6 @@ export const describeObjectStore = (
             expect(await failureOf(store.completeMultipart(ref, [])), key).toBeInstanceOf(StorageError);
           }
           for (const prefix of ["../", "..", "a/../", "/", "/etc"]) {
-            expect(await failureOf(store.list(prefix)), prefix).toBeInstanceOf(StorageError);
             expect(await failureOf(store.deletePrefix(prefix)), prefix).toBeInstanceOf(StorageError);
           }
           for (const uploadId of ["../x", "..", "a/b", ""]) {

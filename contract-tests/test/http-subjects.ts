@@ -2,29 +2,28 @@ import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { filesystemBackdoor } from "@vod/adapter-filesystem";
+import { filesystemBackdoor } from "@vod/adapter-filesystem/testing";
 import {
   type ManualClock,
   manualClock,
-  memoryBackdoor,
   memoryJobQueue,
   memoryObjectStore,
   memoryRevocationStore,
   memoryStorage,
   memoryTelemetrySink,
 } from "@vod/adapter-memory";
+import { memoryBackdoor } from "@vod/adapter-memory/testing";
 import {
   connectPostgres,
   migrate,
   pgBossQueue,
-  postgresBackdoor,
   postgresRevocationStore,
   postgresStorage,
-  postgresTelemetryBackdoor,
   postgresTelemetrySink,
   type SqlDatabase,
 } from "@vod/adapter-postgres";
-import { redisBackdoor } from "@vod/adapter-redis";
+import { postgresBackdoor, postgresTelemetryBackdoor } from "@vod/adapter-postgres/testing";
+import { redisBackdoor } from "@vod/adapter-redis/testing";
 import {
   createGcsTestServer,
   fakeMediaProcessor,

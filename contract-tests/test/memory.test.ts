@@ -1,4 +1,5 @@
-import { memoryBackdoor, memoryJobQueue, memoryRateLimiter, memoryStorage } from "@vod/adapter-memory";
+import { memoryJobQueue, memoryRateLimiter, memoryStorage } from "@vod/adapter-memory";
+import { memoryBackdoor } from "@vod/adapter-memory/testing";
 import { describeJobQueue, describeRateLimiter, describeStorage } from "@vod/contract-tests";
 import { Effect } from "effect";
 

@@ -12,8 +12,8 @@ import type { TelemetrySink } from "./ports/telemetry-sink.js";
 import type { TokenSigner } from "./ports/token-signer.js";
 
 /**
- * inversify service identifiers of every port, as global symbols so that adapter packages bind
- * them without a shared instance of this module.
+ * inversify service identifiers of every port, as global symbols so that the host binds
+ * them without sharing one instance of this module.
  */
 export const Tokens = {
   Clock: Symbol.for("vod.Clock"),

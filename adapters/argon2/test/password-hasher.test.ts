@@ -1,7 +1,6 @@
-import { argon2Adapters, argon2PasswordHasher } from "@vod/adapter-argon2";
-import { type PasswordHasher, Tokens } from "@vod/core";
+import { argon2PasswordHasher } from "@vod/adapter-argon2";
+import type { PasswordHasher } from "@vod/core";
 import { Effect, Either } from "effect";
-import { Container } from "inversify";
 import { describe, expect, it } from "vitest";
 
 const hash = (port: PasswordHasher, password: string) => Effect.runPromise(port.hash(password));
@@ -38,12 +37,5 @@ describe("argon2PasswordHasher", () => {
     expect(() => argon2PasswordHasher({ memoryCost: 0 })).toThrow(/positive integers/);
     expect(() => argon2PasswordHasher({ timeCost: 1.5 })).toThrow(/positive integers/);
     expect(() => argon2PasswordHasher({ parallelism: 4, memoryCost: 16 })).toThrow(/8 KiB per lane/);
-  });
-
-  it("binds the PasswordHasher port through its container module", async () => {
-    const container = new Container();
-    await container.load(argon2Adapters());
-    const port = container.get<PasswordHasher>(Tokens.PasswordHasher);
-    expect(await verify(port, await hash(port, "pw-123456"), "pw-123456")).toEqual(Either.right(true));
   });
 });

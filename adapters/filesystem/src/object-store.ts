@@ -514,16 +514,6 @@ export const filesystemObjectStore = (
     head: (key) =>
       attempt(`reading ${key}`, async () => Option.fromNullable(await describeFile(key, fileOf(key)))),
 
-    list: (prefix) =>
-      attempt(`listing ${prefix}`, async () => {
-        const problem = prefixProblem(prefix);
-        if (problem) throw refused("prefix", prefix, problem);
-        const { keys } = await walk(prefix);
-        const found = await Promise.all(keys.map((key) => describeFile(key, fileOf(key))));
-        // A file removed while listing is simply not listed.
-        return found.filter((o) => o !== undefined);
-      }),
-
     deletePrefix: (prefix) =>
       attempt(`deleting ${prefix}`, async () => {
         const problem = prefixProblem(prefix);

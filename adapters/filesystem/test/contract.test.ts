@@ -1,12 +1,12 @@
 import { createHash } from "node:crypto";
-import { mkdtemp, readdir, readFile, rm, truncate } from "node:fs/promises";
+import { mkdtemp, readdir, rm, truncate } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { filesystemAdapters, filesystemBackdoor, filesystemObjectStore } from "@vod/adapter-filesystem";
+import { filesystemObjectStore } from "@vod/adapter-filesystem";
+import { filesystemBackdoor } from "@vod/adapter-filesystem/testing";
 import { describeObjectStore, uid } from "@vod/contract-tests";
 import type { ByteStream, ObjectStore } from "@vod/core";
 import { Effect, Option } from "effect";
-import { Container } from "inversify";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 
 const KiB = 1024;
@@ -139,14 +139,6 @@ describe("filesystem object store", () => {
     );
     await run(store.deletePrefix("renditions/a/"));
     expect(await readdir(path.join(root, "renditions"))).toEqual([]);
-  });
-
-  it("binds the ObjectStore port through its container module", async () => {
-    const container = new Container();
-    await container.load(filesystemAdapters({ root }));
-    const store = container.get<ObjectStore>(Symbol.for("vod.ObjectStore"));
-    await run(store.put("a/b", new Uint8Array([1, 2]), "text/plain"));
-    expect(new Uint8Array(await readFile(path.join(root, "a", "b")))).toEqual(new Uint8Array([1, 2]));
   });
 });
 

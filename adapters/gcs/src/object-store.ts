@@ -394,11 +394,6 @@ export const gcsObjectStore = (
         }
       }),
 
-    list: (keyPrefix) =>
-      attempt(`listing ${keyPrefix}`, async () =>
-        (await listed(keyPrefix)).map(({ key, file }) => describe(key, file.metadata)),
-      ),
-
     deletePrefix: (keyPrefix) =>
       attempt(`deleting ${keyPrefix}`, async () => {
         const queue = (await listed(keyPrefix)).map(({ file }) => file);

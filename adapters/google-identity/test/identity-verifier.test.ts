@@ -1,10 +1,9 @@
 import { createServer, type RequestListener } from "node:http";
 import type { AddressInfo } from "node:net";
-import { googleIdentityAdapters, googleIdentityVerifier } from "@vod/adapter-google-identity";
+import { googleIdentityVerifier } from "@vod/adapter-google-identity";
 import { type FakeGoogle, startFakeGoogle } from "@vod/contract-tests";
-import { type IdentityVerifier, Tokens } from "@vod/core";
+import type { IdentityVerifier } from "@vod/core";
 import { Effect, Either } from "effect";
-import { Container } from "inversify";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 
 const verify = (port: IdentityVerifier, token: string) =>
@@ -106,13 +105,5 @@ describe("googleIdentityVerifier", () => {
       expect(Either.isLeft(result) && result.left).toMatchObject({ _tag: "Unauthorized", message });
       expect(JSON.stringify(Either.isLeft(result) && result.left)).not.toContain(token.split(".")[1]);
     }
-  });
-
-  it("binds the IdentityVerifier port through its container module", async () => {
-    const container = new Container();
-    await container.load(googleIdentityAdapters({ clientId: google.clientId, certsUrl: google.certsUrl }));
-    const port = container.get<IdentityVerifier>(Tokens.IdentityVerifier);
-    const result = await verify(port, google.signIdToken({ email: "ada@example.com" }));
-    expect(Either.isRight(result) && result.right.email).toBe("ada@example.com");
   });
 });

@@ -2,14 +2,12 @@ import { generateKeyPairSync } from "node:crypto";
 import {
   generateSigningKeys,
   type JoseTokenSignerConfig,
-  joseAdapters,
   joseTokenSigner,
   type SigningKeys,
   tokenTypes,
 } from "@vod/adapter-jose";
-import { type TokenClaims, type TokenPurpose, type TokenSigner, Tokens } from "@vod/core";
+import type { TokenClaims, TokenPurpose, TokenSigner } from "@vod/core";
 import { Effect, Either } from "effect";
-import { Container } from "inversify";
 import { importJWK, SignJWT } from "jose";
 import { describe, expect, it } from "vitest";
 
@@ -168,15 +166,5 @@ describe("joseTokenSigner", () => {
         keys: { access: [jwk], playback: [jwk], license: [jwk] } as never,
       }),
     ).toThrow(/Invalid signing keys/);
-  });
-
-  it("binds the TokenSigner port through its container module", async () => {
-    const container = new Container();
-    await container.load(
-      joseAdapters({ issuer: "https://vod.test", audience: "vod", keys: await generateSigningKeys() }),
-    );
-    const port = container.get<TokenSigner>(Tokens.TokenSigner);
-    const token = await sign(port, "license");
-    expect(Either.isRight(await verify(port, "license", token))).toBe(true);
   });
 });

@@ -190,8 +190,6 @@ export const memoryObjectStore = (): ObjectStore & {
     head: (key) =>
       Effect.sync(() => Option.map(Option.fromNullable(objects.get(key)), (o) => toStored(key, o))),
 
-    list: (prefix) => Effect.sync(() => keysUnder(prefix).map((k) => toStored(k, objects.get(k)!))),
-
     deletePrefix: (prefix) =>
       Effect.sync(() => {
         for (const k of keysUnder(prefix)) objects.delete(k);

@@ -1,4 +1,5 @@
-import { type PgBossQueue, pgBossQueue, postgresBackdoor, postgresStorage } from "@vod/adapter-postgres";
+import { type PgBossQueue, pgBossQueue, postgresStorage } from "@vod/adapter-postgres";
+import { postgresBackdoor } from "@vod/adapter-postgres/testing";
 import { describeJobQueue, describeStorage } from "@vod/contract-tests";
 import { Effect } from "effect";
 import { afterAll, describe, expect, it } from "vitest";

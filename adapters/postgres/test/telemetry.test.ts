@@ -1,10 +1,10 @@
 import {
   openPglite,
   postgresRevocationStore,
-  postgresTelemetryBackdoor,
   postgresTelemetrySink,
   type SqlDatabase,
 } from "@vod/adapter-postgres";
+import { postgresTelemetryBackdoor } from "@vod/adapter-postgres/testing";
 import { describeRevocationStore, describeTelemetrySink, uid } from "@vod/contract-tests";
 import type { TelemetryEvent } from "@vod/core";
 import { Effect, Either } from "effect";

@@ -1,4 +1,3 @@
-export { type RedisBackdoor, redisBackdoor } from "./backdoor.js";
 export {
   type DependencyLog,
   type RedisAdapters,

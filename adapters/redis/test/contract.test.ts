@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { memoryRateLimiter, memoryRevocationStore } from "@vod/adapter-memory";
-import { type RedisBackdoor, redisAdapters, redisBackdoor } from "@vod/adapter-redis";
+import { redisAdapters } from "@vod/adapter-redis";
+import { type RedisBackdoor, redisBackdoor } from "@vod/adapter-redis/testing";
 import {
   describeRateLimiter,
   describeRevocationStore,

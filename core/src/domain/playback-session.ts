@@ -1,6 +1,3 @@
-import { Either } from "effect";
-import type { Transition } from "./transition.js";
-
 export const PLAYBACK_TTL_MIN_SECONDS = 60;
 export const PLAYBACK_TTL_MAX_SECONDS = 86_400;
 export const PLAYBACK_TTL_DEFAULT_SECONDS = 3_600;
@@ -19,12 +16,3 @@ export type PlaybackSessionState = "active" | "ended" | "expired";
 
 export const playbackSessionState = (session: PlaybackSession, now: number): PlaybackSessionState =>
   session.ended_at !== null ? "ended" : session.expires_at <= now ? "expired" : "active";
-
-export type PlaybackSessionEvent = { readonly type: "end" };
-
-/** active -> ended. Ending an ended or expired session succeeds and changes nothing further. */
-export const transitionPlaybackSession: Transition<PlaybackSession, PlaybackSessionEvent> = (
-  session,
-  _event,
-  now,
-) => Either.right(session.ended_at === null ? { ...session, ended_at: now } : session);

@@ -1,6 +1,3 @@
-import { Either } from "effect";
-import { illegal, type Transition } from "./transition.js";
-
 /**
  * A refresh session is the family of every token pair descended from one sign-in.
  * Access tokens carry its id, so revoking it stops them at once.
@@ -32,24 +29,3 @@ export type RefreshTokenState = "valid" | "invalidated" | "expired";
 
 export const refreshTokenState = (token: RefreshToken, now: number): RefreshTokenState =>
   token.used_at !== null ? "invalidated" : token.expires_at <= now ? "expired" : "valid";
-
-export type RefreshTokenEvent = { readonly type: "rotate" };
-
-/** valid -> invalidated on refresh; an invalidated or expired token moves nowhere. */
-export const transitionRefreshToken: Transition<RefreshToken, RefreshTokenEvent> = (token, event, now) => {
-  const state = refreshTokenState(token, now);
-  if (event.type === "rotate" && state === "valid") return Either.right({ ...token, used_at: now });
-  return illegal("refresh_token", state, event.type);
-};
-
-export type RefreshSessionEvent = { readonly type: "revoke"; readonly reason: RevokedReason };
-
-/** active -> revoked; a revoked session stays revoked with its first reason. */
-export const transitionRefreshSession: Transition<RefreshSession, RefreshSessionEvent> = (
-  session,
-  event,
-  now,
-) =>
-  Either.right(
-    session.revoked_at === null ? { ...session, revoked_at: now, revoked_reason: event.reason } : session,
-  );

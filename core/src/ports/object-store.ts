@@ -70,8 +70,6 @@ export interface ObjectStore {
     range?: { readonly start: number; readonly end: number },
   ): Effect.Effect<ByteStream, NotFound | StorageError>;
   head(key: string): Effect.Effect<Option.Option<StoredObject>, StorageError>;
-  /** Objects whose key starts with `prefix`, by key ascending. */
-  list(prefix: string): Effect.Effect<ReadonlyArray<StoredObject>, StorageError>;
   /** Removes every object under `prefix`. */
   deletePrefix(prefix: string): Effect.Effect<void, StorageError>;
 

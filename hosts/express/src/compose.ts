@@ -1,11 +1,11 @@
 import "reflect-metadata";
 import { resolve } from "node:path";
-import { argon2Adapters } from "@vod/adapter-argon2";
+import { argon2PasswordHasher } from "@vod/adapter-argon2";
 import { ffmpegMediaProcessor } from "@vod/adapter-ffmpeg";
 import { filesystemObjectStore } from "@vod/adapter-filesystem";
 import { gcsObjectStore } from "@vod/adapter-gcs";
-import { googleIdentityAdapters } from "@vod/adapter-google-identity";
-import { joseAdapters, loadOrCreateSigningKeys, parseSigningKeys } from "@vod/adapter-jose";
+import { googleIdentityVerifier } from "@vod/adapter-google-identity";
+import { joseTokenSigner, loadOrCreateSigningKeys, parseSigningKeys } from "@vod/adapter-jose";
 import {
   memoryJobQueue,
   memoryObjectStore,
@@ -252,10 +252,14 @@ export const composeVod = async (
       bind(Tokens.TelemetrySink).toConstantValue(telemetrySink);
       if (jobQueue) bind(Tokens.JobQueue).toConstantValue(jobQueue);
       if (mediaProcessor) bind(Tokens.MediaProcessor).toConstantValue(mediaProcessor);
+      bind(Tokens.TokenSigner).toConstantValue(
+        joseTokenSigner({ issuer: config.baseUrl, audience: config.baseUrl, keys }),
+      );
+      bind(Tokens.PasswordHasher).toConstantValue(argon2PasswordHasher());
+      bind(Tokens.IdentityVerifier).toConstantValue(
+        googleIdentityVerifier({ clientId: config.google.clientId, certsUrl: config.google.certsUrl }),
+      );
     }),
-    joseAdapters({ issuer: config.baseUrl, audience: config.baseUrl, keys }),
-    argon2Adapters(),
-    googleIdentityAdapters({ clientId: config.google.clientId, certsUrl: config.google.certsUrl }),
     coreModule(),
   );
   return {

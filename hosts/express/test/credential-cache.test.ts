@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { type ManualClock, manualClock, memoryStorage } from "@vod/adapter-memory";
-import { redisBackdoor } from "@vod/adapter-redis";
+import { redisBackdoor } from "@vod/adapter-redis/testing";
 import { suiteName, temporarySchemas, testServices } from "@vod/contract-tests";
 import { CREDENTIAL_CACHE_MS, type Revocation } from "@vod/core";
 import { Effect } from "effect";

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { generateSigningKeys } from "@vod/adapter-jose";
 import { connectPostgres } from "@vod/adapter-postgres";
-import { redisBackdoor } from "@vod/adapter-redis";
+import { redisBackdoor } from "@vod/adapter-redis/testing";
 import {
   createGcsTestServer,
   type GcsTestServer,

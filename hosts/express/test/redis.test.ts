@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { redisBackdoor } from "@vod/adapter-redis";
+import { redisBackdoor } from "@vod/adapter-redis/testing";
 import { suiteName, testServices } from "@vod/contract-tests";
 import { afterAll, describe, expect, it } from "vitest";
 import { call, freePort, type Spawned, signUp, startServe, stop } from "./support.js";
