@@ -15,6 +15,7 @@ import {
   callJson,
   cli,
   describeBuild,
+  dropBenchSchema,
   expectStatus,
   fmt,
   freePort,
@@ -67,8 +68,7 @@ const cleanup = () => {
     if (sets.includes("server")) {
       const { connectPostgres } = await fromRepo("adapters/postgres");
       const admin = connectPostgres({ connectionString: databaseUrl, poolSize: 1 });
-      for (const s of [schema, `${schema}_jobs`])
-        await admin.exec(`DROP SCHEMA IF EXISTS ${s} CASCADE`).catch(() => undefined);
+      for (const s of [schema, `${schema}_jobs`]) await dropBenchSchema(admin, s).catch(() => undefined);
       await admin.close();
       const { redisBackdoor } = await fromRepo("adapters/redis", "dist/testing.js");
       const redis = redisBackdoor({ url: redisUrl, keyPrefix: redisPrefix });
