@@ -141,6 +141,13 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
   };
   // An idle client that loses its server: the pool discards it, the next query reconnects.
   pool.on("error", lost);
+  // And every client, whoever holds it: pg emits `error` on a client that gets the server's FATAL
+  // (57P01) while no query of its own is active, and pg-pool listens only while the client is
+  // idle or inside pool.query. Seen under load: a client between checkout and its holder's
+  // listener, or after a pipelined batch, ended the process with an unhandled `error` event. The
+  // queries on it still fail and pg-pool still discards it on release; this only keeps the event
+  // from being unhandled.
+  pool.on("connect", (client) => client.on("error", lost));
   const queries = overPg(pool);
 
   /**
