@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import {
   callJson,
+  cleanUpOnSignals,
   cli,
   describeBuild,
   dropBenchSchema,
@@ -79,11 +80,7 @@ const cleanup = () => {
   })();
   return cleaning;
 };
-for (const signal of ["SIGINT", "SIGTERM"])
-  process.once(signal, () => {
-    log(`${signal}: cleaning up`);
-    void cleanup().then(() => process.exit(130));
-  });
+cleanUpOnSignals(cleanup, log);
 
 /** autocannon in its own process: the mean requests per second over `duration`, every reply checked. */
 const load = async (url, headers = {}, seconds = duration) => {

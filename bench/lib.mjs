@@ -68,6 +68,14 @@ export const dropBenchSchema = async (admin, schema) => {
   ]);
   await admin.exec(`DROP ROLE IF EXISTS "${rows[0].role}"`);
 };
+/** SIGINT and SIGTERM run the bench's cleanup (servers, schemas, scratch) before it exits 130. */
+export const cleanUpOnSignals = (cleanup, log) => {
+  for (const signal of ["SIGINT", "SIGTERM"])
+    process.once(signal, () => {
+      log(`${signal}: cleaning up`);
+      void cleanup().then(() => process.exit(130));
+    });
+};
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export const freePort = () =>

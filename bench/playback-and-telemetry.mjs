@@ -15,6 +15,7 @@ import { parseArgs, promisify } from "node:util";
 import { Effect } from "effect";
 import {
   callJson,
+  cleanUpOnSignals,
   cli,
   cpuSeconds,
   describeBuild,
@@ -103,11 +104,7 @@ const cleanup = () => {
   // Whoever asks (a signal, the way out of the main block) waits for the same work to finish.
   return cleaning;
 };
-for (const signal of ["SIGINT", "SIGTERM"])
-  process.once(signal, () => {
-    log(`${signal}: cleaning up`);
-    void cleanup().then(() => process.exit(130));
-  });
+cleanUpOnSignals(cleanup, log);
 const track = (spawned) => {
   children.add(spawned);
   const stop = spawned.stop;

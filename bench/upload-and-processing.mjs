@@ -15,6 +15,7 @@ import { parseArgs, promisify } from "node:util";
 import { Effect } from "effect";
 import {
   childPids,
+  cleanUpOnSignals,
   cli,
   cpuSeconds,
   describeBuild,
@@ -144,11 +145,7 @@ const cleanup = () => {
   // A signal and the way out of the main block wait for the same work to finish.
   return cleaning;
 };
-for (const signal of ["SIGINT", "SIGTERM"])
-  process.once(signal, () => {
-    log(`${signal}: cleaning up`);
-    void cleanup().then(() => process.exit(130));
-  });
+cleanUpOnSignals(cleanup, log);
 const track = (spawned) => {
   children.add(spawned);
   const stop = spawned.stop;
