@@ -3,6 +3,7 @@ import type { IdentityVerifier } from "./ports/identity-verifier.js";
 import type { Ids } from "./ports/ids.js";
 import type { JobQueue } from "./ports/job-queue.js";
 import type { MediaProcessor } from "./ports/media-processor.js";
+import type { Metrics } from "./ports/metrics.js";
 import type { ObjectStore } from "./ports/object-store.js";
 import type { PasswordHasher } from "./ports/password-hasher.js";
 import type { RateLimiter } from "./ports/rate-limiter.js";
@@ -29,6 +30,7 @@ export const Tokens = {
   RevocationStore: Symbol.for("vod.RevocationStore"),
   RevocationFeed: Symbol.for("vod.RevocationFeed"),
   TelemetrySink: Symbol.for("vod.TelemetrySink"),
+  Metrics: Symbol.for("vod.Metrics"),
   Config: Symbol.for("vod.Config"),
   Vod: Symbol.for("vod.Vod"),
 } as const;
@@ -54,4 +56,6 @@ export interface VodPorts {
   readonly jobQueue?: JobQueue | undefined;
   /** Only processes that run processing jobs need it. */
   readonly mediaProcessor?: MediaProcessor | undefined;
+  /** What operators see of the platform's work; absent, nothing is counted. */
+  readonly metrics?: Metrics | undefined;
 }

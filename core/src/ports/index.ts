@@ -3,6 +3,7 @@ export type * from "./identity-verifier.js";
 export type * from "./ids.js";
 export type * from "./job-queue.js";
 export type * from "./media-processor.js";
+export type * from "./metrics.js";
 export type * from "./object-store.js";
 export type * from "./password-hasher.js";
 export type * from "./rate-limiter.js";

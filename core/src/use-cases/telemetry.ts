@@ -14,7 +14,7 @@ const KNOWN_EVENT_KEYS: ReadonlySet<string> = new Set(Object.keys(Requests.Telem
 
 /** Telemetry intake: a player's beacons, checked against its playback token, into the sink. */
 export const makeTelemetryIntake = (ports: VodPorts, config: VodConfig, verify: VerifyPlaybackToken) => {
-  const { clock, telemetrySink, rateLimiter } = ports;
+  const { clock, telemetrySink, rateLimiter, metrics } = ports;
 
   /** A telemetry batch (already size-checked by the host): stores the valid events, counts them. */
   const telemetry = (bodyText: string) =>
@@ -70,7 +70,10 @@ export const makeTelemetryIntake = (ports: VodPorts, config: VodConfig, verify: 
           extra,
         });
       }
-      if (events.length > 0) yield* telemetrySink.write(events);
+      if (events.length > 0) {
+        yield* telemetrySink.write(events);
+        metrics?.telemetryStored(events.length);
+      }
       return { accepted: events.length };
     });
 

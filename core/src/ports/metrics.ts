@@ -1,0 +1,27 @@
+/**
+ * How a processing run ended, as the worker sees it: the asset's outcome (`ready`, `failed`,
+ * `skipped`: nothing left to do), an attempt that failed and goes back to the queue (`retry`), or
+ * a run stopped at shutdown and handed to another worker (`released`).
+ */
+export type ProcessingEnd = "ready" | "failed" | "skipped" | "retry" | "released";
+
+/**
+ * How one webhook delivery attempt ended: a 2xx (`succeeded`), anything else with retries left
+ * (`retrying`), or the last attempt refused (`failed`, the delivery's status from then on).
+ */
+export type WebhookDeliveryResult = "succeeded" | "retrying" | "failed";
+
+/**
+ * What the platform counts for its operators. Every method is fire-and-forget and cheap: a
+ * metric never fails or slows what it counts. Absent, nothing is counted.
+ */
+export interface Metrics {
+  /** A processing run began. */
+  processingStarted(): void;
+  /** A processing run ended, after `seconds`. */
+  processingEnded(end: ProcessingEnd, seconds: number): void;
+  /** `count` telemetry events were stored (the sink's write resolved). */
+  telemetryStored(count: number): void;
+  /** One webhook delivery attempt ended (called by the webhook deliverer, once per attempt). */
+  webhookDelivered(result: WebhookDeliveryResult): void;
+}
