@@ -18,6 +18,7 @@ export default defineConfig({
       "@vod/adapter-memory": src("adapters/memory"),
       "@vod/adapter-postgres": src("adapters/postgres"),
       "@vod/adapter-redis": src("adapters/redis"),
+      "@vod/adapter-prometheus": src("adapters/prometheus"),
       "@vod/adapter-filesystem": src("adapters/filesystem"),
       "@vod/adapter-gcs": src("adapters/gcs"),
       "@vod/adapter-ffmpeg": src("adapters/ffmpeg"),

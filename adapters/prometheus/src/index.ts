@@ -1,0 +1,7 @@
+export {
+  type PrometheusMetrics,
+  type PrometheusOptions,
+  prometheusMetrics,
+  type RedisHealthSource,
+  type RequestLabels,
+} from "./prometheus.js";

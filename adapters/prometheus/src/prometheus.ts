@@ -1,0 +1,140 @@
+import type { Metrics, ProcessingEnd, WebhookDeliveryResult } from "@vod/core";
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+
+/** What the Redis adapter has seen of Redis (`RedisAdapters.health()`), read at each scrape. */
+export interface RedisHealthSource {
+  readonly connected: boolean;
+  readonly outages: number;
+  readonly fallbackHits: number;
+}
+
+export interface PrometheusOptions {
+  /** Redis's health, when Redis is configured: its gauges and counters then appear. */
+  readonly redis?: () => RedisHealthSource;
+  /** The process's own metrics (CPU, memory, event loop, GC): on unless false. */
+  readonly defaultMetrics?: boolean;
+}
+
+/** One finished HTTP exchange, as the host labels it. */
+export interface RequestLabels {
+  /** The route's template (`/v1/assets/:id`), never the raw path; `unmatched` for no route. */
+  readonly route: string;
+  readonly method: string;
+  readonly status: number;
+}
+
+export interface PrometheusMetrics extends Metrics {
+  requestEnded(labels: RequestLabels, seconds: number): void;
+  /** The Content-Type of `render()`'s text. */
+  readonly contentType: string;
+  /** Every series, in the Prometheus text exposition format. */
+  render(): Promise<string>;
+}
+
+/** Methods a client may send are unbounded; the label keeps the ones HTTP defines. */
+const METHODS: ReadonlySet<string> = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
+
+const PROCESSING_ENDS: ReadonlyArray<ProcessingEnd> = ["ready", "failed", "skipped", "retry", "released"];
+const WEBHOOK_RESULTS: ReadonlyArray<WebhookDeliveryResult> = ["succeeded", "retrying", "failed"];
+
+/**
+ * The platform's metrics on a registry of their own (not prom-client's global one), so that
+ * several hosts in one process (tests, an embedder) each expose only what they counted.
+ */
+export const prometheusMetrics = (options: PrometheusOptions = {}): PrometheusMetrics => {
+  const registry = new Registry();
+  const registers = [registry];
+  if (options.defaultMetrics !== false) collectDefaultMetrics({ register: registry });
+
+  const requests = new Histogram({
+    name: "vod_http_request_duration_seconds",
+    help: "HTTP requests answered, by route template, method and status, and how long they took",
+    labelNames: ["route", "method", "status"] as const,
+    registers,
+  });
+  const jobs = new Counter({
+    name: "vod_processing_jobs_total",
+    help: "Processing runs by state: started, or how they ended (ready, failed, skipped, retry, released)",
+    labelNames: ["state"] as const,
+    registers,
+  });
+  const running = new Gauge({
+    name: "vod_processing_jobs_running",
+    help: "Processing runs in progress in this process",
+    registers,
+  });
+  const jobSeconds = new Histogram({
+    name: "vod_processing_job_duration_seconds",
+    help: "How long processing runs took, by how they ended",
+    labelNames: ["state"] as const,
+    // Transcodes run from seconds to hours.
+    buckets: [1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400],
+    registers,
+  });
+  const telemetry = new Counter({
+    name: "vod_telemetry_events_stored_total",
+    help: "Player telemetry events stored",
+    registers,
+  });
+  const webhooks = new Counter({
+    name: "vod_webhook_deliveries_total",
+    help: "Webhook delivery attempts by result (succeeded, retrying, failed)",
+    labelNames: ["result"] as const,
+    registers,
+  });
+  const redis = options.redis;
+  // The Redis adapter keeps the counts; these read them at each scrape.
+  new Counter({
+    name: "vod_rate_limit_fallback_hits_total",
+    help: "Rate-limit hits counted by this node's own memory because Redis could not be reached",
+    registers,
+    collect() {
+      this.reset();
+      this.inc(redis?.().fallbackHits ?? 0);
+    },
+  });
+  if (redis) {
+    new Gauge({
+      name: "vod_redis_up",
+      help: "1 while Redis answers (rate limits shared by every node), else 0",
+      registers,
+      collect() {
+        this.set(redis().connected ? 1 : 0);
+      },
+    });
+    new Counter({
+      name: "vod_redis_outages_total",
+      help: "Redis outages seen since this process started (a start without Redis counts as one)",
+      registers,
+      collect() {
+        this.reset();
+        this.inc(redis().outages);
+      },
+    });
+  }
+  // Every state's series from the start, at 0: a rate over a series that appears late misses its first increase.
+  jobs.inc({ state: "started" }, 0);
+  for (const state of PROCESSING_ENDS) jobs.inc({ state }, 0);
+  for (const result of WEBHOOK_RESULTS) webhooks.inc({ result }, 0);
+
+  return {
+    processingStarted: () => {
+      jobs.inc({ state: "started" });
+      running.inc();
+    },
+    processingEnded: (end, seconds) => {
+      jobs.inc({ state: end });
+      jobSeconds.observe({ state: end }, seconds);
+      running.dec();
+    },
+    telemetryStored: (count) => telemetry.inc(count),
+    webhookDelivered: (result) => webhooks.inc({ result }),
+    requestEnded: ({ route, method, status }, seconds) =>
+      requests.observe(
+        { route, method: METHODS.has(method) ? method : "other", status: String(status) },
+        seconds,
+      ),
+    contentType: registry.contentType,
+    render: () => registry.metrics(),
+  };
+};
