@@ -9,6 +9,7 @@ export {
   openPglite,
   type PgliteOptions,
   type PostgresOptions,
+  ping,
   type Queryable,
   type QueryResult,
   type SqlDatabase,

@@ -106,6 +106,9 @@ export interface DependencyLog {
   info(details: object, message: string): void;
 }
 
+/** Resolves once the database answers a trivial query: a readiness check. */
+export const ping = (db: Queryable): Promise<void> => db.query("SELECT 1").then(() => undefined);
+
 /** A pool on a Postgres server (Cloud SQL, RDS, your own). */
 export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
   if (options.schema !== undefined && !/^[a-z_][a-z0-9_]{0,62}$/.test(options.schema))

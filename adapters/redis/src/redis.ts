@@ -25,7 +25,7 @@ export interface RedisConfig {
   readonly commandTimeoutMs?: number;
 }
 
-/** What the adapter has seen of Redis, for logs now and a metrics endpoint later. */
+/** What the adapter has seen of Redis, for logs and the metrics endpoint. */
 export interface RedisHealth {
   /** Redis answers: rate limits are shared. */
   readonly connected: boolean;
@@ -42,6 +42,8 @@ export interface RedisAdapters {
   /** Resolves true once Redis answers, false when it has not within `timeoutMs`: the ports work either way. */
   readonly ready: (timeoutMs?: number) => Promise<boolean>;
   readonly health: () => RedisHealth;
+  /** Resolves once Redis answers a PING; rejects at once while it is away, after the command timeout when it hangs. */
+  readonly ping: () => Promise<void>;
   readonly close: () => Promise<void>;
 }
 
@@ -205,6 +207,7 @@ export const redisAdapters = (config: RedisConfig): RedisAdapters => {
     revocationFeed,
     ready,
     health: () => ({ connected: usable(), outages, fallbackHits }),
+    ping: () => client.ping().then(() => undefined),
     close: async () => {
       closing = true;
       if (probe) clearInterval(probe);
