@@ -10,7 +10,7 @@ type Credential =
   /** Authorization: Bearer <access token> or X-API-Key; `userOnly` when only an access token does. */
   | { readonly kind: "api"; readonly userOnly: boolean; readonly scope: string }
   /** A token of its own (playback, licence, signed part URL), in `scheme` or in the path or body. */
-  | { readonly kind: "token"; readonly scheme?: "playbackToken" | "licenseToken" }
+  | { readonly kind: "token"; readonly scheme?: "playbackToken" | "licenseToken" | "metricsToken" }
   | { readonly kind: "none" };
 
 /** One route as the document describes it: a catalog operation or a route the host mounts beside. */
@@ -190,6 +190,43 @@ const hostRoutes: ReadonlyArray<DocumentedRoute> = [
     },
     stateful: false,
     errors: [],
+  },
+  {
+    id: "ready",
+    method: "GET",
+    path: "/readyz",
+    summary:
+      "Readiness: 200 when the database (and Redis, when configured) answer within 2 s, else 503 storage_error with `details.checks`.",
+    credential: { kind: "none" },
+    input: Schema.Struct({}),
+    body: "none",
+    success: {
+      status: 200,
+      description: "Ready: each dependency's check",
+      content: Schema.Struct({
+        status: Schema.Literal("ok"),
+        checks: Schema.Record({ key: Schema.String, value: Schema.Literal("ok", "failed") }),
+      }),
+    },
+    stateful: false,
+    errors: ["StorageError"],
+  },
+  {
+    id: "metrics",
+    method: "GET",
+    path: "/metrics",
+    summary:
+      "Prometheus metrics (text exposition format); with VOD_METRICS_TOKEN set, that token as a bearer.",
+    credential: { kind: "token", scheme: "metricsToken" },
+    input: Schema.Struct({}),
+    body: "none",
+    success: {
+      status: 200,
+      description: "Every series, in the Prometheus text format",
+      content: { mediaType: "text/plain" },
+    },
+    stateful: false,
+    errors: ["Unauthorized"],
   },
   {
     id: "openApi",
@@ -429,6 +466,7 @@ export const openApiDocument = (
         apiKey: { type: "apiKey", in: "header", name: "X-API-Key" },
         playbackToken: { type: "http", scheme: "bearer", description: "a playback session's token" },
         licenseToken: { type: "apiKey", in: "header", name: "x-vod-license-token" },
+        metricsToken: { type: "http", scheme: "bearer", description: "VOD_METRICS_TOKEN, when set" },
       },
     },
   }) as Json;

@@ -3,6 +3,7 @@ import express, { type Express } from "express";
 import { catalogRoutes } from "./catalog-routes.js";
 import { internalError, notFound, requestLog } from "./http.js";
 import type { Logger } from "./logger.js";
+import { apiCors, type OpsOptions, opsRoutes, requestMetrics } from "./ops.js";
 
 export interface ApiAppOptions {
   readonly vod: Vod;
@@ -12,6 +13,10 @@ export interface ApiAppOptions {
   /** Routers mounted before the API's own routes (the media app's part uploads). */
   readonly routes?: ReadonlyArray<express.Router>;
   readonly operations?: ReadonlyArray<Operation>;
+  /** `/readyz`'s checks and `/metrics` (none: `/readyz` answers 200 while the process serves). */
+  readonly ops?: OpsOptions;
+  /** Origins the API answers CORS for (`*`: any); none by default. */
+  readonly corsOrigins?: ReadonlyArray<string>;
 }
 
 /** The API app ({base_url}): every operation of the catalog behind the one generic handler. */
@@ -22,6 +27,8 @@ export const createApiApp = ({
   baseUrl,
   routes = [],
   operations: ops = operations,
+  ops: operational = { readiness: [] },
+  corsOrigins = [],
 }: ApiAppOptions): Express => {
   const app = express();
   app.disable("x-powered-by");
@@ -31,6 +38,9 @@ export const createApiApp = ({
   app.set("trust proxy", trustProxy);
   app.set("etag", false);
   app.use(requestLog(logger));
+  if (operational.metrics) app.use(requestMetrics(operational.metrics));
+  const cors = apiCors(corsOrigins);
+  app.use(cors.cors);
   app.use((_req, res, next) => {
     res.setHeader("x-content-type-options", "nosniff");
     res.setHeader("cache-control", "no-store");
@@ -50,6 +60,8 @@ export const createApiApp = ({
   app.get("/v1/openapi.json", (_req, res) => {
     res.json(openApi);
   });
+  app.use(opsRoutes(operational));
+  app.use(cors.preflight);
   app.use(notFound);
   app.use(internalError);
   return app;

@@ -30,6 +30,7 @@ export const catalogRoutes = (
       .join("\\/");
     return {
       method: op.method,
+      template: op.path,
       pattern: new RegExp(`^(?:${source})(?:\\/$)?$`, "i"),
       names,
       run: handle(vod, op),
@@ -50,6 +51,8 @@ export const catalogRoutes = (
       }
       if (route.method !== method) continue;
       req.params = params;
+      // The route's template, for whatever labels requests by route (the request metrics).
+      res.locals.route = route.template;
       const run = () => Promise.resolve(route.run(req, res, next)).catch(next);
       // No body, no parser: what they would do then is nothing (`req.body` stays undefined).
       if (req.headers["transfer-encoding"] === undefined && req.headers["content-length"] === undefined)

@@ -22,11 +22,13 @@ import {
   openPgliteProcess,
   type PgBossQueue,
   pgBossQueue,
+  ping,
   postgresRevocationStore,
   postgresStorage,
   postgresTelemetrySink,
   type SqlDatabase,
 } from "@vod/adapter-postgres";
+import { type PrometheusMetrics, prometheusMetrics } from "@vod/adapter-prometheus";
 import { type DependencyLog, type RedisAdapters, redisAdapters } from "@vod/adapter-redis";
 import {
   type Clock,
@@ -44,6 +46,7 @@ import {
 } from "@vod/core";
 import { Container, ContainerModule } from "inversify";
 import type { HostConfig } from "./config.js";
+import type { ReadinessCheck } from "./ops.js";
 import { loadOrCreateSecret } from "./secrets.js";
 
 export interface ComposeOverrides {
@@ -68,6 +71,10 @@ export interface ComposedVod {
   readonly jobQueue: JobQueue | undefined;
   /** Which storage serves, for the start-up log line. */
   readonly storage: string;
+  /** What this process counts, for `/metrics`; the core and the worker record into it. */
+  readonly metrics: PrometheusMetrics;
+  /** The dependencies `/readyz` asks: the database server or PGlite, and Redis when configured. */
+  readonly readiness: ReadonlyArray<ReadinessCheck>;
   /** Releases what composition opened (queue, database pool). */
   close(): Promise<void>;
 }
@@ -236,6 +243,12 @@ export const composeVod = async (
         })
       : undefined);
 
+  const metrics = prometheusMetrics(redis ? { redis: redis.health } : {});
+  const readiness: ReadinessCheck[] = [
+    ...(db ? [{ name: "database", check: () => ping(db) }] : []),
+    ...(redis ? [{ name: "redis", check: redis.ping }] : []),
+  ];
+
   const container = new Container();
   await container.load(
     new ContainerModule(({ bind }) => {
@@ -250,6 +263,7 @@ export const composeVod = async (
       // revocation from the database when their cache entry expires (60 s).
       if (redis) bind(Tokens.RevocationFeed).toConstantValue(redis.revocationFeed);
       bind(Tokens.TelemetrySink).toConstantValue(telemetrySink);
+      bind(Tokens.Metrics).toConstantValue(metrics);
       if (jobQueue) bind(Tokens.JobQueue).toConstantValue(jobQueue);
       if (mediaProcessor) bind(Tokens.MediaProcessor).toConstantValue(mediaProcessor);
       bind(Tokens.TokenSigner).toConstantValue(
@@ -266,6 +280,8 @@ export const composeVod = async (
     vod: container.get<Vod>(Tokens.Vod),
     jobQueue,
     storage: label,
+    metrics,
+    readiness,
     close: async () => {
       await boss?.close();
       await db?.close();

@@ -13,6 +13,26 @@ const Flag = Schema.transform(Schema.Literal("true", "false", "1", "0"), Schema.
   decode: (s) => s === "true" || s === "1",
   encode: (b) => (b ? "true" : "false"),
 });
+/**
+ * `*`, or origins separated by commas, each as a browser sends it in `Origin`
+ * (`https://app.example.com`, a port when not the default, no path or trailing slash).
+ */
+const CorsOrigins = Schema.transform(
+  Schema.String.pipe(
+    Schema.filter(
+      (s) =>
+        s.trim() === "*" ||
+        s.split(",").every((o) => URL.canParse(o.trim()) && new URL(o.trim()).origin === o.trim()),
+      { message: () => "must be * or comma-separated origins like https://app.example.com" },
+    ),
+  ),
+  Schema.Array(Schema.String),
+  {
+    strict: true,
+    decode: (s) => s.split(",").map((o) => o.trim()),
+    encode: (origins) => origins.join(","),
+  },
+);
 const opt = <A>(schema: Schema.Schema<A, string>) => Schema.optional(schema);
 
 /**
@@ -133,6 +153,10 @@ const Env = Schema.Struct({
     Schema.String.pipe(Schema.minLength(32, { message: () => "must be at least 32 characters" })),
   ),
   VOD_TRUST_PROXY: Schema.optionalWith(Flag, { default: () => false }),
+  VOD_CORS_ORIGINS: Schema.optionalWith(CorsOrigins, { default: () => [] }),
+  VOD_METRICS_TOKEN: opt(
+    Schema.String.pipe(Schema.minLength(16, { message: () => "must be at least 16 characters" })),
+  ),
   VOD_LOG_LEVEL: Schema.optionalWith(
     Schema.Literal("fatal", "error", "warn", "info", "debug", "trace", "silent"),
     {
@@ -218,6 +242,10 @@ export interface HostConfig {
   readonly signingKeys?: string | undefined;
   readonly cursorSecret?: string | undefined;
   readonly trustProxy: boolean;
+  /** Origins the API answers CORS for (`["*"]`: any); none by default. */
+  readonly corsOrigins: ReadonlyArray<string>;
+  /** When set, `/metrics` needs `Authorization: Bearer <token>`. */
+  readonly metricsToken?: string | undefined;
   /**
    * V8's heap growing factor as a percent over 1, which the `vod` CLI sets for its process
    * (`tuneHeapForStreaming`); 0 leaves V8's own. `startHost` alone never sets it.
@@ -309,6 +337,8 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     signingKeys: e.VOD_SIGNING_KEYS,
     cursorSecret: e.VOD_CURSOR_SECRET,
     trustProxy: e.VOD_TRUST_PROXY,
+    corsOrigins: e.VOD_CORS_ORIGINS,
+    metricsToken: e.VOD_METRICS_TOKEN,
     heapGrowingPercent: e.VOD_HEAP_GROWING_PERCENT,
     shutdownGraceSeconds: e.VOD_SHUTDOWN_GRACE_SECONDS,
     defaultedUrls: [

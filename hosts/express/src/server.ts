@@ -80,6 +80,19 @@ export const startHost = async (
     trustProxy: config.trustProxy,
     baseUrl: effective.baseUrl,
     routes: routesBesideCatalog(vod),
+    corsOrigins: config.corsOrigins,
+    ops: {
+      metrics: composed.metrics,
+      metricsToken: config.metricsToken,
+      // Draining, the node asks its load balancer to send it nothing new.
+      readiness: [
+        {
+          name: "serving",
+          check: () => (draining ? Promise.reject(new Error("shutting down")) : Promise.resolve()),
+        },
+        ...composed.readiness,
+      ],
+    },
   });
   handle = app;
   const url = `http://127.0.0.1:${port}`;

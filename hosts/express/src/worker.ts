@@ -1,5 +1,5 @@
 import type { JobQueue, Vod } from "@vod/core";
-import { Effect } from "effect";
+import { Effect, Exit } from "effect";
 import type { Logger } from "./logger.js";
 
 export interface RunningWorker {
@@ -21,11 +21,13 @@ export const startWorker = async (
   options: { readonly concurrency: number; readonly sweepEveryMs?: number; readonly logger: Logger },
 ): Promise<RunningWorker> => {
   const log = options.logger.child({ component: "worker" });
+  const metrics = vod.ports.metrics;
   const worker = await Effect.runPromise(
     queue.work("process-asset", { concurrency: options.concurrency }, (job) => {
       const started = Date.now();
       const context = { job_id: job.id, asset_id: job.data.asset_id, attempt: job.attempt };
       log.info(context, "processing started");
+      metrics?.processingStarted();
       return vod.processing.processAsset(job).pipe(
         // The outcome named as it is: a job that failed its asset did not finish "done".
         Effect.tap((outcome) =>
@@ -40,6 +42,15 @@ export const startWorker = async (
                 "processing failed",
               );
           }),
+        ),
+        // Once per run whatever its end: an interrupted run is one drain released to another worker.
+        Effect.onExit((exit) =>
+          Effect.sync(() =>
+            metrics?.processingEnded(
+              Exit.isSuccess(exit) ? exit.value.status : Exit.isInterrupted(exit) ? "released" : "retry",
+              (Date.now() - started) / 1000,
+            ),
+          ),
         ),
         Effect.asVoid,
         Effect.tapError((e) =>
