@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -7,39 +7,9 @@ import { manualClock } from "@vod/adapter-memory";
 import { suiteName, temporarySchemas, testServices } from "@vod/contract-tests";
 import { createLogger, loadConfig, type RunningHost, startHost } from "@vod/host-express";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { call, freePort, makeVideo, settledAsset, signUp } from "./support.js";
+import { call, freePort, kill, makeVideo, settledAsset, signUp, startRedis } from "./support.js";
 
 const { databaseUrl, redisUrl } = testServices();
-
-/** A Redis of this test's own, which it may kill and restart: never the shared one. */
-const startRedis = async (port: number) => {
-  const child = spawn(
-    "redis-server",
-    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-    { stdio: "ignore" },
-  );
-  for (let i = 0; i < 100; i++) {
-    const up = await new Promise<boolean>((resolve) => {
-      const ping = spawn("redis-cli", ["-p", String(port), "ping"], { stdio: ["ignore", "pipe", "ignore"] });
-      let out = "";
-      ping.stdout.on("data", (d) => {
-        out += d;
-      });
-      ping.on("exit", () => resolve(out.includes("PONG")));
-    });
-    if (up) return child;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  child.kill("SIGKILL");
-  throw new Error(`redis-server did not start on port ${port}`);
-};
-
-const kill = (child: ChildProcess) =>
-  new Promise<void>((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    child.once("exit", () => resolve());
-    child.kill("SIGKILL");
-  });
 
 /** A host's log lines, parsed, for the assertions on what it said about Redis. */
 const capturedLogger = () => {

@@ -180,3 +180,34 @@ export const settledAsset = async (
     await new Promise((r) => setTimeout(r, 250));
   }
 };
+
+/** A Redis of the test's own, which it may kill and restart: never the shared one. */
+export const startRedis = async (port: number) => {
+  const child = spawn(
+    "redis-server",
+    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+    { stdio: "ignore" },
+  );
+  for (let i = 0; i < 100; i++) {
+    const up = await new Promise<boolean>((resolve) => {
+      const ping = spawn("redis-cli", ["-p", String(port), "ping"], { stdio: ["ignore", "pipe", "ignore"] });
+      let out = "";
+      ping.stdout.on("data", (d) => {
+        out += d;
+      });
+      ping.on("exit", () => resolve(out.includes("PONG")));
+    });
+    if (up) return child;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  child.kill("SIGKILL");
+  throw new Error(`redis-server did not start on port ${port}`);
+};
+
+/** SIGKILL, and wait for the exit. */
+export const kill = (child: ChildProcess) =>
+  new Promise<void>((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    child.once("exit", () => resolve());
+    child.kill("SIGKILL");
+  });
