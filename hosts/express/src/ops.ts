@@ -3,7 +3,7 @@ import type { PrometheusMetrics } from "@vod/adapter-prometheus";
 import { StorageError, Unauthorized } from "@vod/core";
 import express, { type RequestHandler, type Response, type Router } from "express";
 import { errorReply } from "./errors.js";
-import { sendError } from "./http.js";
+import { credentialsOf, sendError } from "./http.js";
 
 /** One dependency `/readyz` asks: it answers when `check` resolves. */
 export interface ReadinessCheck {
@@ -76,8 +76,8 @@ export const opsRoutes = ({ readiness, metrics, metricsToken }: OpsOptions): Rou
   router.get("/metrics", async (req, res, next) => {
     if (!metrics) return next();
     if (metricsToken !== undefined) {
-      const match = /^Bearer[ ]+(\S+)\s*$/i.exec(req.get("authorization") ?? "");
-      if (!match || !sameSecret(match[1] ?? "", metricsToken))
+      const bearer = credentialsOf(req).bearer;
+      if (bearer === undefined || !sameSecret(bearer, metricsToken))
         return sendError(res, errorReply(new Unauthorized({ message: "a metrics token is required" })));
     }
     res.setHeader("content-type", metrics.contentType);
@@ -87,7 +87,7 @@ export const opsRoutes = ({ readiness, metrics, metricsToken }: OpsOptions): Rou
 };
 
 /** The label of a request no route took: one value, whatever path it asked for. */
-export const UNMATCHED_ROUTE = "unmatched";
+const UNMATCHED_ROUTE = "unmatched";
 
 /**
  * Times every request and records it, when it finishes, under the template of the route that
