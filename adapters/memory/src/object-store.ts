@@ -12,7 +12,7 @@ import {
 } from "@vod/core";
 import { Effect, Option } from "effect";
 
-interface MemoryObject {
+export interface MemoryObject {
   readonly bytes: Uint8Array;
   readonly contentType: string;
   readonly sha256: string;
@@ -20,7 +20,7 @@ interface MemoryObject {
   readonly uploadId?: string;
 }
 
-interface MemoryPart {
+export interface MemoryPart {
   readonly bytes: Uint8Array;
   readonly sha256: string;
 }
@@ -64,22 +64,25 @@ const stream = (bytes: Uint8Array): ByteStream => ({
   },
 });
 
-export interface MemoryObjectStoreBackdoor {
-  read(key: string): Promise<Uint8Array | undefined>;
-  exists(key: string): Promise<boolean>;
-  storedParts(
-    uploadId: string,
-  ): Promise<ReadonlyArray<{ readonly number: number; readonly bytes: Uint8Array }>>;
-}
+/**
+ * The key of a store's objects and parts, which the test-only backdoor reads. Not exported from the
+ * package root, so production code reaches them only by the port.
+ */
+export const memoryObjects: unique symbol = Symbol("memoryObjects");
+
+export type MemoryObjectStore = ObjectStore & {
+  readonly receivePart: NonNullable<ObjectStore["receivePart"]>;
+  readonly [memoryObjects]: {
+    readonly objects: ReadonlyMap<string, MemoryObject>;
+    readonly uploads: ReadonlyMap<string, ReadonlyMap<number, MemoryPart>>;
+  };
+};
 
 /**
  * Objects and multipart uploads in process memory. It takes part bodies itself (`receivePart`),
  * so the core hands out media-app part URLs; it has no local paths.
  */
-export const memoryObjectStore = (): ObjectStore & {
-  readonly receivePart: NonNullable<ObjectStore["receivePart"]>;
-  readonly backdoor: MemoryObjectStoreBackdoor;
-} => {
+export const memoryObjectStore = (): MemoryObjectStore => {
   const objects = new Map<string, MemoryObject>();
   const uploads = new Map<string, Map<number, MemoryPart>>();
 
@@ -195,13 +198,6 @@ export const memoryObjectStore = (): ObjectStore & {
         for (const k of keysUnder(prefix)) objects.delete(k);
       }),
 
-    backdoor: {
-      read: async (key) => objects.get(key)?.bytes.slice(),
-      exists: async (key) => objects.has(key),
-      storedParts: async (uploadId) =>
-        [...(uploads.get(uploadId) ?? new Map<number, MemoryPart>()).entries()]
-          .sort(([a], [b]) => a - b)
-          .map(([number, p]) => ({ number, bytes: p.bytes.slice() })),
-    },
+    [memoryObjects]: { objects, uploads },
   };
 };

@@ -63,7 +63,7 @@ describe("hostile input and what the log says of it", () => {
       {
         storage,
         objectStore: objects,
-        jobQueue: memoryJobQueue(storage.state, { retryDelayMs: 100 }),
+        jobQueue: memoryJobQueue(storage, { retryDelayMs: 100 }),
         mediaProcessor: ffmpegMediaProcessor(),
         logger: createLogger("debug", sink),
       },

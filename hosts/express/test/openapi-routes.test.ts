@@ -51,7 +51,7 @@ describe("the OpenAPI document the host serves", () => {
       {
         storage,
         objectStore: filesystemObjectStore({ root: join(dir, "objects") }),
-        jobQueue: memoryJobQueue(storage.state),
+        jobQueue: memoryJobQueue(storage),
         logger: createLogger("error", new Writable({ write: (_c, _e, done) => done() })),
       },
     );

@@ -64,7 +64,7 @@ describe("playback of real media: an independent client, and decryption with the
       }),
       {
         storage,
-        jobQueue: memoryJobQueue(storage.state, { retryDelayMs: 200 }),
+        jobQueue: memoryJobQueue(storage, { retryDelayMs: 200 }),
         objectStore: memoryObjectStore(),
         revocationStore: memoryRevocationStore(),
         // One x264 thread: the clear and the protected asset then encode to the same frames.
@@ -225,7 +225,7 @@ describe("revocation across nodes", () => {
       VOD_BASE_URL: "https://api.vod.test",
     });
     // Two nodes on one data directory (same keys), one store of record, caches of their own.
-    const a = await startHost(config, { ...shared, clock, jobQueue: memoryJobQueue(storage.state) });
+    const a = await startHost(config, { ...shared, clock, jobQueue: memoryJobQueue(storage) });
     const b = await startHost(
       { ...config, jobs: { ...config.jobs, workerConcurrency: 0 } },
       { ...shared, clock },
