@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import {
   type AssembledObject,
   type ByteStream,
+  isValidRange,
   NotFound,
   type ObjectStore,
   PartRejected,
@@ -38,10 +39,6 @@ const concat = (chunks: ReadonlyArray<Uint8Array>, size: number) => {
   }
   return out;
 };
-
-/** Inclusive `end`; a range past the end of the object is cut short, as an HTTP range would be. */
-const validRange = (r: { readonly start: number; readonly end: number }) =>
-  Number.isSafeInteger(r.start) && Number.isSafeInteger(r.end) && r.start >= 0 && r.end >= r.start;
 
 const storageError = (message: string) => (cause: unknown) => new StorageError({ message, cause });
 
@@ -185,7 +182,7 @@ export const memoryObjectStore = (): MemoryObjectStore => {
         const o = objects.get(key);
         if (!o) return Effect.fail(new NotFound({ message: `no object at ${key}` }));
         if (!range) return Effect.succeed(stream(o.bytes.slice()));
-        if (!validRange(range))
+        if (!isValidRange(range))
           return Effect.fail(new StorageError({ message: `invalid range ${range.start}-${range.end}` }));
         return Effect.succeed(stream(o.bytes.slice(range.start, range.end + 1)));
       }),
