@@ -59,7 +59,6 @@ export const suiteScratch = (dirPrefix: string) => {
       track(await startServe(env, port ?? (await freePort()))),
     /** `vod serve` or `vod worker` as it starts, stopped after the suite. */
     spawn: (command: "serve" | "worker", env: Record<string, string>) => track(spawnCli(command, env)),
-    track,
     /** Temporary schemas on `databaseUrl`, dropped once the processes on them have stopped. */
     schemas: (databaseUrl: string, prefix: string) => {
       const schemas = temporarySchemas(databaseUrl, prefix);
