@@ -12,7 +12,7 @@ import {
   memoryStorage,
   memoryTelemetrySink,
 } from "@vod/adapter-memory";
-import { memoryBackdoor } from "@vod/adapter-memory/testing";
+import { memoryBackdoor, memoryObjectStoreBackdoor } from "@vod/adapter-memory/testing";
 import {
   connectPostgres,
   migrate,
@@ -114,7 +114,7 @@ const startOnMemory = async (config: HostConfig, clock: ManualClock, objectStore
     storage,
     ...(objectStore ? { objectStore } : {}),
     // Without a worker (the default here) enqueued jobs stay in the state, for the backdoor.
-    jobQueue: memoryJobQueue(storage.state, { retryDelayMs: 100 }),
+    jobQueue: memoryJobQueue(storage, { retryDelayMs: 100 }),
     mediaProcessor: fakeMediaProcessor(),
     revocationStore: memoryRevocationStore(),
     telemetrySink,
@@ -122,7 +122,7 @@ const startOnMemory = async (config: HostConfig, clock: ManualClock, objectStore
   });
   return {
     host,
-    backdoor: memoryBackdoor(storage.state),
+    backdoor: memoryBackdoor(storage),
     telemetryEvents: async (sessionId: string) =>
       telemetrySink.events.filter((e) => e.session_id === sessionId),
   };
@@ -135,7 +135,10 @@ export const memorySubject = (): MakeHttpSubject =>
     () => ({}),
     async (config, clock) => {
       const objectStore = memoryObjectStore();
-      return { ...(await startOnMemory(config, clock, objectStore)), objects: objectStore.backdoor };
+      return {
+        ...(await startOnMemory(config, clock, objectStore)),
+        objects: memoryObjectStoreBackdoor(objectStore),
+      };
     },
   );
 

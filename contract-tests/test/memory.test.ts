@@ -5,7 +5,7 @@ import { Effect } from "effect";
 
 describeStorage("memory", async () => {
   const storage = memoryStorage();
-  return { storage, backdoor: memoryBackdoor(storage.state), cleanup: async () => {} };
+  return { storage, backdoor: memoryBackdoor(storage), cleanup: async () => {} };
 });
 
 describeRateLimiter("memory", async () => ({ limiter: memoryRateLimiter(), cleanup: async () => {} }));
@@ -13,12 +13,12 @@ describeRateLimiter("memory", async () => ({ limiter: memoryRateLimiter(), clean
 describeJobQueue("memory", async () => {
   const storage = memoryStorage();
   const options = { maxAttempts: 3, retryDelayMs: 50, leaseMs: 400, maxRunMs: 1_500, pollMs: 20 };
-  const queue = memoryJobQueue(storage.state, options);
+  const queue = memoryJobQueue(storage, options);
   return {
     queue,
     // Another process, as far as jobs go: a second queue on the same state.
     otherProcess: async () => {
-      const other = memoryJobQueue(storage.state, options);
+      const other = memoryJobQueue(storage, options);
       return { queue: other, die: async () => other.halt() };
     },
     enqueue: (assetId) =>

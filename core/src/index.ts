@@ -8,7 +8,7 @@ export * from "./domain/index.js";
 export * from "./errors.js";
 export type * from "./ports/index.js";
 export { limitRun } from "./ports/job-queue.js";
-export { PartRejected, PartsMismatched } from "./ports/object-store.js";
+export { isValidRange, PartRejected, PartsMismatched } from "./ports/object-store.js";
 export * from "./schema/index.js";
 export * from "./tokens.js";
 export type { Accounts } from "./use-cases/accounts.js";

@@ -8,6 +8,7 @@ import {
   playbackSessionState,
   type RefreshToken,
   refreshTokenState,
+  type SourceMetadata,
   transitionApiKey,
   transitionAsset,
   transitionUpload,
@@ -31,7 +32,8 @@ const left = <A>(e: Either.Either<A, IllegalTransition>) => {
 
 describe("asset", () => {
   const draft = newAssetDraft({ id: "ast_1", tenant_id: "tnt_1", now: NOW });
-  const source = {
+  // Every source fact, so that the draft's nulls below cover them all.
+  const source: Required<SourceMetadata> = {
     source_width: 1920,
     source_height: 1080,
     source_fps: 29.97,
@@ -51,12 +53,7 @@ describe("asset", () => {
       origin_size_bytes: null,
       checksum_sha256: null,
       published_at: null,
-      source_width: null,
-      source_height: null,
-      source_fps: null,
-      source_codec: null,
-      source_duration_ms: null,
-      source_bitrate_kbps: null,
+      ...Object.fromEntries(Object.keys(source).map((fact) => [fact, null])),
     });
     expect(newAssetDraft({ id: "a", tenant_id: "t", now: NOW, drm: true, title: "x" })).toMatchObject({
       drm_enabled: true,

@@ -1,20 +1,15 @@
 import { randomBytes } from "node:crypto";
-import { chmod, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { chmod, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { defaultLadder, type FfmpegConfig, ffmpegMediaProcessor } from "@vod/adapter-ffmpeg";
-import type { Encryption, OutputFile, PackageOptions } from "@vod/core";
+import { join } from "node:path";
+import { defaultLadder, ffmpegMediaProcessor } from "@vod/adapter-ffmpeg";
+import type { Encryption } from "@vod/core";
 import { Effect, Either } from "effect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { clearKeyLine, signalClearKey } from "../src/media-processor.js";
-import { run, system } from "./fixtures.js";
+import { packageInto, run, system } from "./fixtures.js";
 
-interface Packaged {
-  readonly dir: string;
-  /** Emitted paths, in emission order. */
-  readonly paths: ReadonlyArray<string>;
-  readonly scratchDir: string;
-}
+type Packaged = Awaited<ReturnType<typeof packageInto>>;
 
 const encryption: Encryption = {
   keyId: randomBytes(16).toString("hex"),
@@ -30,26 +25,8 @@ let drm: Packaged;
 /** What the packager was started with in the encrypted run, one argument per line. */
 let packagerArgv: string;
 
-/** Probes then packages `source`, writing what is emitted under a fresh directory. */
-const packageInto = async (config: FfmpegConfig, options?: PackageOptions): Promise<Packaged> => {
-  const scratchDir = await mkdtemp(join(root, "scratch-"));
-  const dir = await mkdtemp(join(root, "out-"));
-  // One x264 thread: the encode is then the same in both runs, so their frames can be compared.
-  const processor = ffmpegMediaProcessor({ x264Preset: "ultrafast", x264Threads: 1, ...config, scratchDir });
-  const paths: string[] = [];
-  const emit = (file: OutputFile) =>
-    Effect.promise(async () => {
-      const chunks: Uint8Array[] = [];
-      for await (const chunk of file.body) chunks.push(chunk);
-      await mkdir(dirname(join(dir, file.path)), { recursive: true });
-      await writeFile(join(dir, file.path), Buffer.concat(chunks));
-      paths.push(file.path);
-    });
-  const input = { path: source };
-  const probed = await Effect.runPromise(processor.probe(input));
-  await Effect.runPromise(processor.package(input, probed, defaultLadder, emit, options));
-  return { dir, paths, scratchDir };
-};
+/** What was emitted, in emission order. */
+const paths = (p: Packaged) => p.emitted.map((file) => file.path);
 
 beforeAll(async () => {
   root = await mkdtemp(join(tmpdir(), "vod-ffmpeg-drm-"));
@@ -68,9 +45,16 @@ beforeAll(async () => {
     `#!/bin/sh\nprintf '%s\\n' "$@" > '${argvFile}'\nexec '${system.packager}' "$@"\n`,
   );
   await chmod(wrapper, 0o755);
+  // One x264 thread: the encode is then the same in both runs, so their frames can be compared.
+  const input = { path: source };
   [clear, drm] = await Promise.all([
-    packageInto({}),
-    packageInto(process.platform === "win32" ? {} : { packagerPath: wrapper }, { encryption }),
+    packageInto(root, input, { x264Threads: 1 }),
+    packageInto(
+      root,
+      input,
+      { x264Threads: 1, ...(process.platform === "win32" ? {} : { packagerPath: wrapper }) },
+      { encryption },
+    ),
   ]);
   packagerArgv = process.platform === "win32" ? "" : await readFile(argvFile, "utf8");
 });
@@ -79,7 +63,7 @@ afterAll(async () => {
   await rm(root, { recursive: true, force: true });
 });
 
-const text = (p: Packaged, path: string) => readFile(join(p.dir, path), "utf8");
+const text = (p: Packaged, path: string) => readFile(join(p.outDir, path), "utf8");
 
 /** The media segments a playlist lists, in order. */
 const segments = async (p: Packaged, dir: string) =>
@@ -92,7 +76,10 @@ const segments = async (p: Packaged, dir: string) =>
 const joinFirst = async (p: Packaged, dir: string, name: string) => {
   const [first] = await segments(p, dir);
   const joined = join(root, name);
-  const parts = await Promise.all([readFile(join(p.dir, `${dir}/init.mp4`)), readFile(join(p.dir, first!))]);
+  const parts = await Promise.all([
+    readFile(join(p.outDir, `${dir}/init.mp4`)),
+    readFile(join(p.outDir, first!)),
+  ]);
   await writeFile(joined, Buffer.concat(parts));
   return joined;
 };
@@ -113,6 +100,30 @@ const decode = async (file: string, args: ReadonlyArray<string>, key?: string) =
 
 /** ISO BMFF box types found anywhere in the file (a byte search, enough for these four-letter codes). */
 const hasBox = (bytes: Buffer, type: string) => bytes.includes(Buffer.from(type, "latin1"));
+
+const expectBoxes = async (p: Packaged, path: string, boxes: ReadonlyArray<string>) => {
+  const bytes = await readFile(join(p.outDir, path));
+  for (const box of boxes) expect(hasBox(bytes, box), `${box} in ${path}`).toBe(true);
+};
+
+/** Whether every media segment of the renditions `dirs` carries sample encryption (senc). */
+const expectEncrypted = async (p: Packaged, dirs: ReadonlyArray<string>, encrypted: boolean) => {
+  for (const dir of dirs)
+    for (const path of await segments(p, dir))
+      expect(hasBox(await readFile(join(p.outDir, path)), "senc"), path).toBe(encrypted);
+};
+
+/** The first segment of rendition `dir` decoded (`args`): clear, and encrypted with the key, without one and with a wrong one. */
+const decodeFirst = async (dir: string, args: ReadonlyArray<string>) => {
+  const reference = await decode(await joinFirst(clear, dir, `clear-${dir}.mp4`), args);
+  const joined = await joinFirst(drm, dir, `drm-${dir}.mp4`);
+  return {
+    reference,
+    withKey: await decode(joined, args, encryption.key),
+    withoutKey: await decode(joined, args),
+    wrongKey: await decode(joined, args, randomBytes(16).toString("hex")),
+  };
+};
 
 describe("content protection", () => {
   it("declares the key for ClearKey in every media playlist, with the KID and without the key", async () => {
@@ -141,7 +152,7 @@ describe("content protection", () => {
     for (const dir of ["360p", "240p", "audio"]) {
       expect(await text(clear, `${dir}/playlist.m3u8`)).not.toContain("#EXT-X-KEY");
     }
-    expect(drm.paths.at(-1)).toBe("master.m3u8");
+    expect(paths(drm).at(-1)).toBe("master.m3u8");
   });
 
   it("puts the content key in no emitted file, and never on the packager's command line", async () => {
@@ -155,9 +166,9 @@ describe("content protection", () => {
       Buffer.from(keyBytes.toString("base64url")),
     ];
     let kidSeen = 0;
-    expect(drm.paths.length).toBeGreaterThan(8);
-    for (const path of drm.paths) {
-      const bytes = await readFile(join(drm.dir, path));
+    expect(paths(drm).length).toBeGreaterThan(8);
+    for (const path of paths(drm)) {
+      const bytes = await readFile(join(drm.outDir, path));
       for (const form of forms) expect(bytes.includes(form), `${path} holds the key`).toBe(false);
       if (bytes.includes(kidBytes)) kidSeen++;
     }
@@ -172,23 +183,17 @@ describe("content protection", () => {
   });
 
   it("encrypts every video segment, the first included, decodable only with the key", async () => {
-    const init = await readFile(join(drm.dir, "360p/init.mp4"));
-    for (const box of ["encv", "tenc", "pssh", "cenc"]) expect(hasBox(init, box), box).toBe(true);
-    const all = await segments(drm, "360p");
-    expect(all.length).toBe(2);
-    for (const path of [...all, ...(await segments(drm, "240p"))]) {
-      expect(hasBox(await readFile(join(drm.dir, path)), "senc"), path).toBe(true);
-    }
-    for (const path of await segments(clear, "360p")) {
-      expect(hasBox(await readFile(join(clear.dir, path)), "senc"), path).toBe(false);
-    }
+    await expectBoxes(drm, "360p/init.mp4", ["encv", "tenc", "pssh", "cenc"]);
+    expect(await segments(drm, "360p")).toHaveLength(2);
+    await expectEncrypted(drm, ["360p", "240p"], true);
+    await expectEncrypted(clear, ["360p"], false);
 
-    const args = ["-map", "0:v", "-f", "framemd5"];
-    const reference = await decode(await joinFirst(clear, "360p", "clear-360p.mp4"), args);
-    const joined = await joinFirst(drm, "360p", "drm-360p.mp4");
-    const withKey = await decode(joined, args, encryption.key);
-    const withoutKey = await decode(joined, args);
-    const wrongKey = await decode(joined, args, randomBytes(16).toString("hex"));
+    const { reference, withKey, withoutKey, wrongKey } = await decodeFirst("360p", [
+      "-map",
+      "0:v",
+      "-f",
+      "framemd5",
+    ]);
 
     expect(reference.ok).toBe(true);
     expect(reference.sums.length).toBe(180); // the first 6 s at 30 fps
@@ -202,16 +207,9 @@ describe("content protection", () => {
   });
 
   it("encrypts the audio segments too", async () => {
-    const init = await readFile(join(drm.dir, "audio/init.mp4"));
-    for (const box of ["enca", "tenc", "pssh"]) expect(hasBox(init, box), box).toBe(true);
-    for (const path of await segments(drm, "audio")) {
-      expect(hasBox(await readFile(join(drm.dir, path)), "senc"), path).toBe(true);
-    }
-    const args = ["-map", "0:a", "-f", "md5"];
-    const reference = await decode(await joinFirst(clear, "audio", "clear-audio.mp4"), args);
-    const joined = await joinFirst(drm, "audio", "drm-audio.mp4");
-    const withKey = await decode(joined, args, encryption.key);
-    const withoutKey = await decode(joined, args);
+    await expectBoxes(drm, "audio/init.mp4", ["enca", "tenc", "pssh"]);
+    await expectEncrypted(drm, ["audio"], true);
+    const { reference, withKey, withoutKey } = await decodeFirst("audio", ["-map", "0:a", "-f", "md5"]);
 
     expect(reference.ok).toBe(true);
     expect(reference.sums).toHaveLength(1);

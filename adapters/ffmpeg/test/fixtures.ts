@@ -1,10 +1,12 @@
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtemp, readFile, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { promisify } from "node:util";
-import { resolveTools } from "@vod/adapter-ffmpeg";
+import { defaultLadder, type FfmpegConfig, ffmpegMediaProcessor, resolveTools } from "@vod/adapter-ffmpeg";
+import type { MediaInput, OutputFile, PackageOptions } from "@vod/core";
+import { Effect } from "effect";
 
 export const run = promisify(execFile);
 export const system = resolveTools();
@@ -52,4 +54,31 @@ export const makeSources = async (): Promise<Sources> => {
   Buffer.from("V_MPEG4/ISO/XYZ").copy(mkv, at);
   await writeFile(unknownCodec, mkv);
   return { dir, withAudio, small, noise, wav, unknownCodec };
+};
+
+/**
+ * Probes then packages `input` with an ultrafast processor of `config`, writing what it emits
+ * under a fresh directory in `root`: the output, what was emitted in emission order, and where.
+ */
+export const packageInto = async (
+  root: string,
+  input: MediaInput,
+  config: FfmpegConfig = {},
+  options?: PackageOptions,
+) => {
+  const scratchDir = await mkdtemp(join(root, "scratch-"));
+  const outDir = await mkdtemp(join(root, "out-"));
+  const processor = ffmpegMediaProcessor({ x264Preset: "ultrafast", ...config, scratchDir });
+  const emitted: Array<{ path: string; contentType: string }> = [];
+  const emit = (file: OutputFile) =>
+    Effect.promise(async () => {
+      const chunks: Uint8Array[] = [];
+      for await (const chunk of file.body) chunks.push(chunk);
+      await mkdir(dirname(join(outDir, file.path)), { recursive: true });
+      await writeFile(join(outDir, file.path), Buffer.concat(chunks));
+      emitted.push({ path: file.path, contentType: file.contentType });
+    });
+  const probed = await Effect.runPromise(processor.probe(input));
+  const output = await Effect.runPromise(processor.package(input, probed, defaultLadder, emit, options));
+  return { output, emitted, outDir, scratchDir };
 };

@@ -3,12 +3,12 @@ import { once } from "node:events";
 import { createReadStream } from "node:fs";
 import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { defaultLadder, type FfmpegConfig, ffmpegMediaProcessor, resolveTools } from "@vod/adapter-ffmpeg";
-import { type MediaInput, type OutputFile, StorageError } from "@vod/core";
+import { type MediaInput, StorageError } from "@vod/core";
 import { Effect, Either, Fiber } from "effect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { makeSources, run, type Sources, system } from "./fixtures.js";
+import { makeSources, packageInto as packageIn, run, type Sources, system } from "./fixtures.js";
 
 let sources: Sources;
 let root: string;
@@ -23,24 +23,7 @@ afterAll(async () => {
   await rm(root, { recursive: true, force: true });
 });
 
-/** Probes then packages `input`, writing what is emitted under a fresh directory, in emission order. */
-const packageInto = async (input: MediaInput, config: FfmpegConfig = {}) => {
-  const scratchDir = await mkdtemp(join(root, "scratch-"));
-  const outDir = await mkdtemp(join(root, "out-"));
-  const processor = ffmpegMediaProcessor({ x264Preset: "ultrafast", ...config, scratchDir });
-  const emitted: Array<{ path: string; contentType: string }> = [];
-  const emit = (file: OutputFile) =>
-    Effect.promise(async () => {
-      const chunks: Uint8Array[] = [];
-      for await (const chunk of file.body) chunks.push(chunk);
-      await mkdir(dirname(join(outDir, file.path)), { recursive: true });
-      await writeFile(join(outDir, file.path), Buffer.concat(chunks));
-      emitted.push({ path: file.path, contentType: file.contentType });
-    });
-  const source = await Effect.runPromise(processor.probe(input));
-  const output = await Effect.runPromise(processor.package(input, source, defaultLadder, emit));
-  return { output, emitted, outDir, scratchDir };
-};
+const packageInto = (input: MediaInput, config?: FfmpegConfig) => packageIn(root, input, config);
 
 const ffprobeJson = async (path: string, entries: string) =>
   JSON.parse(

@@ -17,6 +17,7 @@ import { pipeline } from "node:stream/promises";
 import {
   type AssembledObject,
   type ByteStream,
+  isValidRange,
   NotFound,
   type ObjectStore,
   PartRejected,
@@ -485,12 +486,7 @@ export const filesystemObjectStore = (
     get: (key, range) =>
       locate(`reading ${key}`, () => fileOf(key)).pipe(
         Effect.filterOrFail(
-          () =>
-            range === undefined ||
-            (Number.isSafeInteger(range.start) &&
-              Number.isSafeInteger(range.end) &&
-              range.start >= 0 &&
-              range.end >= range.start),
+          () => range === undefined || isValidRange(range),
           () => new StorageError({ message: `invalid range ${range?.start}-${range?.end} of ${key}` }),
         ),
         Effect.flatMap((file) =>

@@ -5,6 +5,7 @@ import { promisify } from "node:util";
 import { type File, Storage, type StorageOptions } from "@google-cloud/storage";
 import {
   type ByteStream,
+  isValidRange,
   type MultipartRef,
   NotFound,
   type ObjectStore,
@@ -350,15 +351,7 @@ export const gcsObjectStore = (
 
     get: (key, range) =>
       Effect.gen(function* () {
-        if (
-          range &&
-          !(
-            Number.isSafeInteger(range.start) &&
-            Number.isSafeInteger(range.end) &&
-            range.start >= 0 &&
-            range.end >= range.start
-          )
-        )
+        if (range && !isValidRange(range))
           return yield* Effect.fail(
             new StorageError({ message: `invalid range ${range.start}-${range.end} of ${key}` }),
           );

@@ -1,26 +1,44 @@
 import { normalizeEmail } from "@vod/core";
+import { type MemoryObjectStore, memoryObjects } from "./object-store.js";
 import type { MemoryState } from "./state.js";
+import { type MemoryStorage, memoryState } from "./storage.js";
 
-/** Direct reads of the memory state, in the shape of `@vod/contract-tests`' StorageBackdoor. */
-export const memoryBackdoor = (s: MemoryState) => ({
-  tenant: async (id: string) => s.tenants.get(id),
-  user: async (id: string) => s.users.get(id),
-  identity: async (provider: "google", subject: string) => s.identities.get(`${provider}:${subject}`),
-  refreshSession: async (id: string) => s.refreshSessions.get(id),
-  refreshTokensOfSession: async (sessionId: string) =>
-    [...s.refreshTokens.values()].filter((t) => t.session_id === sessionId),
-  apiKey: async (id: string) => s.apiKeys.get(id),
-  asset: async (id: string) => s.assets.get(id),
-  upload: async (id: string) => s.uploads.get(id),
-  playbackSession: async (id: string) => s.playbackSessions.get(id),
-  contentKey: async (assetId: string) => [...s.contentKeys.values()].find((k) => k.asset_id === assetId),
-  jobs: async () => [...s.jobs.values()].map(({ name, data, state }) => ({ name, data, state })),
-  insertUser: async (user: Parameters<MemoryState["users"]["set"]>[1]) => {
-    s.users.set(user.id, user);
-    s.usersByEmail.set(normalizeEmail(user.email), user.id);
-  },
-  setTenantStatus: async (id: string, status: "active" | "suspended") => {
-    const tenant = s.tenants.get(id);
-    if (tenant) s.tenants.set(id, { ...tenant, status });
-  },
-});
+/** Direct reads of a `memoryStorage`'s records, in the shape of `@vod/contract-tests`' StorageBackdoor. */
+export const memoryBackdoor = (storage: MemoryStorage) => {
+  const s = storage[memoryState];
+  return {
+    tenant: async (id: string) => s.tenants.get(id),
+    user: async (id: string) => s.users.get(id),
+    identity: async (provider: "google", subject: string) => s.identities.get(`${provider}:${subject}`),
+    refreshSession: async (id: string) => s.refreshSessions.get(id),
+    refreshTokensOfSession: async (sessionId: string) =>
+      [...s.refreshTokens.values()].filter((t) => t.session_id === sessionId),
+    apiKey: async (id: string) => s.apiKeys.get(id),
+    asset: async (id: string) => s.assets.get(id),
+    upload: async (id: string) => s.uploads.get(id),
+    playbackSession: async (id: string) => s.playbackSessions.get(id),
+    contentKey: async (assetId: string) => [...s.contentKeys.values()].find((k) => k.asset_id === assetId),
+    jobs: async () => [...s.jobs.values()].map(({ name, data, state }) => ({ name, data, state })),
+    insertUser: async (user: Parameters<MemoryState["users"]["set"]>[1]) => {
+      s.users.set(user.id, user);
+      s.usersByEmail.set(normalizeEmail(user.email), user.id);
+    },
+    setTenantStatus: async (id: string, status: "active" | "suspended") => {
+      const tenant = s.tenants.get(id);
+      if (tenant) s.tenants.set(id, { ...tenant, status });
+    },
+  };
+};
+
+/** What a `memoryObjectStore` holds, in the shape of `@vod/contract-tests`' ObjectStoreBackdoor. */
+export const memoryObjectStoreBackdoor = (store: MemoryObjectStore) => {
+  const { objects, uploads } = store[memoryObjects];
+  return {
+    read: async (key: string) => objects.get(key)?.bytes.slice(),
+    exists: async (key: string) => objects.has(key),
+    storedParts: async (uploadId: string) =>
+      [...(uploads.get(uploadId) ?? new Map()).entries()]
+        .sort(([a], [b]) => a - b)
+        .map(([number, p]) => ({ number, bytes: p.bytes.slice() })),
+  };
+};

@@ -1,6 +1,7 @@
 import { type Job, type JobFailed, type JobName, type JobQueue, limitRun, type Worker } from "@vod/core";
 import { Deferred, Effect, Exit, Fiber } from "effect";
-import type { MemoryJob, MemoryState } from "./state.js";
+import type { MemoryJob } from "./state.js";
+import { type MemoryStorage, memoryState } from "./storage.js";
 
 export interface MemoryJobQueueOptions {
   /** Runs a job gets in all (default 3). */
@@ -28,11 +29,15 @@ export interface MemoryJobQueue extends JobQueue {
 }
 
 /**
- * Jobs in the memory state that `memoryStorage` enqueues into, run in this process: retries with
- * exponential backoff, and leases that live workers renew, so only a job whose worker stopped is
+ * The jobs that `storage`'s transactions enqueue, run in this process: retries with exponential
+ * backoff, and leases that live workers renew, so only a job whose worker stopped is
  * handed out again.
  */
-export const memoryJobQueue = (state: MemoryState, options: MemoryJobQueueOptions = {}): MemoryJobQueue => {
+export const memoryJobQueue = (
+  storage: MemoryStorage,
+  options: MemoryJobQueueOptions = {},
+): MemoryJobQueue => {
+  const state = storage[memoryState];
   const maxAttempts = options.maxAttempts ?? 3;
   const retryDelayMs = options.retryDelayMs ?? 1_000;
   const leaseMs = options.leaseMs ?? 60_000;

@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import {
   type AssembledObject,
   type ByteStream,
+  isValidRange,
   NotFound,
   type ObjectStore,
   PartRejected,
@@ -12,7 +13,7 @@ import {
 } from "@vod/core";
 import { Effect, Option } from "effect";
 
-interface MemoryObject {
+export interface MemoryObject {
   readonly bytes: Uint8Array;
   readonly contentType: string;
   readonly sha256: string;
@@ -20,7 +21,7 @@ interface MemoryObject {
   readonly uploadId?: string;
 }
 
-interface MemoryPart {
+export interface MemoryPart {
   readonly bytes: Uint8Array;
   readonly sha256: string;
 }
@@ -38,10 +39,6 @@ const concat = (chunks: ReadonlyArray<Uint8Array>, size: number) => {
   }
   return out;
 };
-
-/** Inclusive `end`; a range past the end of the object is cut short, as an HTTP range would be. */
-const validRange = (r: { readonly start: number; readonly end: number }) =>
-  Number.isSafeInteger(r.start) && Number.isSafeInteger(r.end) && r.start >= 0 && r.end >= r.start;
 
 const storageError = (message: string) => (cause: unknown) => new StorageError({ message, cause });
 
@@ -64,22 +61,25 @@ const stream = (bytes: Uint8Array): ByteStream => ({
   },
 });
 
-export interface MemoryObjectStoreBackdoor {
-  read(key: string): Promise<Uint8Array | undefined>;
-  exists(key: string): Promise<boolean>;
-  storedParts(
-    uploadId: string,
-  ): Promise<ReadonlyArray<{ readonly number: number; readonly bytes: Uint8Array }>>;
-}
+/**
+ * The key of a store's objects and parts, which the test-only backdoor reads. Not exported from the
+ * package root, so production code reaches them only by the port.
+ */
+export const memoryObjects: unique symbol = Symbol("memoryObjects");
+
+export type MemoryObjectStore = ObjectStore & {
+  readonly receivePart: NonNullable<ObjectStore["receivePart"]>;
+  readonly [memoryObjects]: {
+    readonly objects: ReadonlyMap<string, MemoryObject>;
+    readonly uploads: ReadonlyMap<string, ReadonlyMap<number, MemoryPart>>;
+  };
+};
 
 /**
  * Objects and multipart uploads in process memory. It takes part bodies itself (`receivePart`),
  * so the core hands out media-app part URLs; it has no local paths.
  */
-export const memoryObjectStore = (): ObjectStore & {
-  readonly receivePart: NonNullable<ObjectStore["receivePart"]>;
-  readonly backdoor: MemoryObjectStoreBackdoor;
-} => {
+export const memoryObjectStore = (): MemoryObjectStore => {
   const objects = new Map<string, MemoryObject>();
   const uploads = new Map<string, Map<number, MemoryPart>>();
 
@@ -182,7 +182,7 @@ export const memoryObjectStore = (): ObjectStore & {
         const o = objects.get(key);
         if (!o) return Effect.fail(new NotFound({ message: `no object at ${key}` }));
         if (!range) return Effect.succeed(stream(o.bytes.slice()));
-        if (!validRange(range))
+        if (!isValidRange(range))
           return Effect.fail(new StorageError({ message: `invalid range ${range.start}-${range.end}` }));
         return Effect.succeed(stream(o.bytes.slice(range.start, range.end + 1)));
       }),
@@ -195,13 +195,6 @@ export const memoryObjectStore = (): ObjectStore & {
         for (const k of keysUnder(prefix)) objects.delete(k);
       }),
 
-    backdoor: {
-      read: async (key) => objects.get(key)?.bytes.slice(),
-      exists: async (key) => objects.has(key),
-      storedParts: async (uploadId) =>
-        [...(uploads.get(uploadId) ?? new Map<number, MemoryPart>()).entries()]
-          .sort(([a], [b]) => a - b)
-          .map(([number, p]) => ({ number, bytes: p.bytes.slice() })),
-    },
+    [memoryObjects]: { objects, uploads },
   };
 };

@@ -241,9 +241,14 @@ const locked = (repos: Repositories, lock: Effect.Semaphore): Repositories =>
     ]),
   ) as unknown as Repositories;
 
+/**
+ * The key of a storage's records: its job queue runs the jobs they hold, and the test-only backdoor
+ * reads them. Not exported from the package root, so production code reaches them only by the ports.
+ */
+export const memoryState: unique symbol = Symbol("memoryState");
+
 export interface MemoryStorage extends Storage {
-  /** The stored records themselves, for contract tests' backdoor reads. */
-  readonly state: MemoryState;
+  readonly [memoryState]: MemoryState;
 }
 
 /**
@@ -254,7 +259,7 @@ export const memoryStorage = (state: MemoryState = emptyState()): MemoryStorage 
   const lock = Effect.unsafeMakeSemaphore(1);
   const raw = repositoriesOver(state);
   return {
-    state,
+    [memoryState]: state,
     ...locked(raw, lock),
     transaction: (work) =>
       lock.withPermits(1)(

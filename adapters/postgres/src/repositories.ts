@@ -86,6 +86,15 @@ export type Enqueue = (sql: Queryable, name: JobName, data: JobTypes[JobName]) =
 
 const placeholders = (n: number, from = 1) => Array.from({ length: n }, (_, i) => `$${i + from}`).join(", ");
 
+/** The INSERT of `record` into `table`, its values in the order `columns` (as the SQL lists them) names. */
+const insertOf = <R extends object>(table: string, columns: string, record: R) => {
+  const names = columns.split(", ") as Array<keyof R>;
+  return [
+    `INSERT INTO ${table} (${columns}) VALUES (${placeholders(names.length)})`,
+    names.map((name) => record[name]),
+  ] as const;
+};
+
 /**
  * The core's repositories over one connection or transaction. Rows come back in the domain's
  * own shape (the columns are named as the fields), so no mapping layer is needed. Each statement
@@ -170,12 +179,7 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
         ),
     },
     refreshSessions: {
-      insertSession: (s) =>
-        write(
-          tenantScope(s.tenant_id),
-          `INSERT INTO refresh_sessions (${SESSION}) VALUES (${placeholders(6)})`,
-          [s.id, s.tenant_id, s.user_id, s.created_at, s.revoked_at, s.revoked_reason],
-        ),
+      insertSession: (s) => write(tenantScope(s.tenant_id), ...insertOf("refresh_sessions", SESSION, s)),
       getSession: (tenantId, id) =>
         one<RefreshSession>(
           tenantScope(tenantId),
@@ -196,16 +200,7 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
            WHERE tenant_id = $1 AND user_id = $2 AND ($3::text IS NULL OR id <> $3) AND revoked_at IS NULL`,
           [tenantId, userId, exceptSessionId, at, reason],
         ),
-      insertToken: (t) =>
-        write(tenantScope(t.tenant_id), `INSERT INTO refresh_tokens (${TOKEN}) VALUES (${placeholders(7)})`, [
-          t.token_hash,
-          t.session_id,
-          t.tenant_id,
-          t.user_id,
-          t.created_at,
-          t.expires_at,
-          t.used_at,
-        ]),
+      insertToken: (t) => write(tenantScope(t.tenant_id), ...insertOf("refresh_tokens", TOKEN, t)),
       findToken: (hash) =>
         one<RefreshToken>(
           lookupScope({ "vod.refresh_token_hash": hash }),
@@ -224,19 +219,7 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
         ),
     },
     apiKeys: {
-      insert: (k) =>
-        write(tenantScope(k.tenant_id), `INSERT INTO api_keys (${API_KEY}) VALUES (${placeholders(10)})`, [
-          k.id,
-          k.tenant_id,
-          k.name,
-          k.prefix,
-          k.scopes,
-          k.key_hash,
-          k.last_used_at,
-          k.expires_at,
-          k.revoked_at,
-          k.created_at,
-        ]),
+      insert: (k) => write(tenantScope(k.tenant_id), ...insertOf("api_keys", API_KEY, k)),
       get: (tenantId, id) =>
         one<ApiKey>(
           tenantScope(tenantId),

@@ -1,3 +1,6 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import {
   connectPostgres,
   migrate,
@@ -12,6 +15,16 @@ import {
 import { suiteName, temporarySchemas, testServices } from "@vod/contract-tests";
 import { Cause, Effect, Exit } from "effect";
 import { afterAll, describe, expect, it } from "vitest";
+
+/** Runs `use` on a new temporary directory, removed after. */
+const inTempDir = async (prefix: string, use: (dir: string) => Promise<void>) => {
+  const dir = await mkdtemp(join(tmpdir(), prefix));
+  try {
+    await use(dir);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+};
 
 const { databaseUrl } = testServices();
 const schemas = temporarySchemas(databaseUrl ?? "");
@@ -175,11 +188,7 @@ describe.skipIf(databaseUrl === null)(
 describe("PGlite", () => {
   // Two PGlite starts on a data directory: about 20 s on a loaded 2-core machine.
   it("migrates once and keeps its data in its directory across a reopen", async () => {
-    const { mkdtemp, rm } = await import("node:fs/promises");
-    const { tmpdir } = await import("node:os");
-    const { join } = await import("node:path");
-    const dir = await mkdtemp(join(tmpdir(), "vod-pglite-"));
-    try {
+    await inTempDir("vod-pglite-", async (dir) => {
       const first = await openPglite(dir);
       expect(await migrate(first)).toEqual(migrations.map((m) => m.version));
       await first.query(
@@ -190,9 +199,7 @@ describe("PGlite", () => {
       expect(await migrate(second)).toEqual([]);
       expect((await second.query("SELECT id FROM tenants")).rows).toEqual([{ id: "t1" }]);
       await second.close();
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
+    });
   }, 60_000);
 });
 
@@ -213,11 +220,7 @@ describe("PGlite start-up", () => {
   }, 60_000);
 
   it("prepares the embedded database in its own process, then starts the queue on it", async () => {
-    const { mkdtemp, rm } = await import("node:fs/promises");
-    const { tmpdir } = await import("node:os");
-    const { join } = await import("node:path");
-    const dir = await mkdtemp(join(tmpdir(), "vod-pglite-start-"));
-    try {
+    await inTempDir("vod-pglite-start-", async (dir) => {
       const db = await openPgliteProcess(dir);
       try {
         expect(await prepareDatabase(db)).toEqual(migrations.map((m) => m.version));
@@ -228,8 +231,6 @@ describe("PGlite start-up", () => {
       } finally {
         await db.close();
       }
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
+    });
   }, 60_000);
 });

@@ -183,13 +183,13 @@ onEachEngine(({ name, open }) => {
         expect(await refusal(tenantA, `DELETE FROM ${table} WHERE ${column} = $1`, [b]), table).toBe("42501");
       }
       // Inserting a row of the other tenant is refused.
-      expect(
-        await refusal(
+      const insertAsset = (tenant: string) =>
+        refusal(
           tenantA,
           "INSERT INTO assets (id, tenant_id, title, status, drm_enabled, visibility, created_at) VALUES ($1, $2, 'x', 'pending', false, 'private', 1)",
-          [uid("ast"), b],
-        ),
-      ).toBe("42501");
+          [uid("ast"), tenant],
+        );
+      expect(await insertAsset(b)).toBe("42501");
       expect(
         await refusal(
           tenantA,
@@ -201,13 +201,7 @@ onEachEngine(({ name, open }) => {
         await refusal(tenantA, "INSERT INTO tenants VALUES ($1, $1, 'T', 'free', 'active', 1)", [uid("tnt")]),
       ).toBe("42501");
       // Its own tenant's insert goes through (and is rolled back).
-      expect(
-        await refusal(
-          tenantA,
-          "INSERT INTO assets (id, tenant_id, title, status, drm_enabled, visibility, created_at) VALUES ($1, $2, 'x', 'pending', false, 'private', 1)",
-          [uid("ast"), a],
-        ),
-      ).toBe("accepted");
+      expect(await insertAsset(a)).toBe("accepted");
       // Nothing of B's changed, as the superuser sees it.
       for (const table of tables) {
         const { rows } = await db.query(`SELECT 1 FROM ${table} WHERE ${tenantColumn(table)} = $1`, [b]);

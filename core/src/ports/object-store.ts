@@ -38,6 +38,19 @@ export interface MultipartRef {
   readonly key: string;
 }
 
+/** Bytes `start` to `end` of an object, `end` inclusive; a range past the end is cut short. */
+export interface ByteRange {
+  readonly start: number;
+  readonly end: number;
+}
+
+/** Whether stores may serve `range`: whole offsets from 0, `end` not before `start`. */
+export const isValidRange = (range: ByteRange) =>
+  Number.isSafeInteger(range.start) &&
+  Number.isSafeInteger(range.end) &&
+  range.start >= 0 &&
+  range.end >= range.start;
+
 /**
  * Where media bytes live: multipart uploads (parts kept apart until assembled), and plain
  * objects (origin files, renditions, posters). Keys are `/`-separated paths chosen by the core.
@@ -64,11 +77,8 @@ export interface ObjectStore {
 
   /** Stores an object whole, replacing any object at the key. */
   put(key: string, body: ByteStream | Uint8Array, contentType: string): Effect.Effect<void, StorageError>;
-  /** The object's bytes, optionally a byte range (inclusive `end`). */
-  get(
-    key: string,
-    range?: { readonly start: number; readonly end: number },
-  ): Effect.Effect<ByteStream, NotFound | StorageError>;
+  /** The object's bytes, optionally a byte range (see `isValidRange`). */
+  get(key: string, range?: ByteRange): Effect.Effect<ByteStream, NotFound | StorageError>;
   head(key: string): Effect.Effect<Option.Option<StoredObject>, StorageError>;
   /** Removes every object under `prefix`. */
   deletePrefix(prefix: string): Effect.Effect<void, StorageError>;

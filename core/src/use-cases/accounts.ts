@@ -1,6 +1,6 @@
 import { Effect, Option } from "effect";
 import type { VodConfig } from "../config.js";
-import { refreshTokenState } from "../domain/refresh-session.js";
+import { type RevokedReason, refreshTokenState } from "../domain/refresh-session.js";
 import { defaultTenantName, slugify, type Tenant } from "../domain/tenant.js";
 import { normalizeEmail, publicUser, type User, type UserRecord } from "../domain/user.js";
 import { Conflict, Forbidden, type InternalError, type StorageError, Unauthorized } from "../errors.js";
@@ -49,6 +49,17 @@ export const makeAccounts = (ports: VodPorts, config: VodConfig, forget: Forget)
         revoked_reason: null,
       });
       return yield* issuePair(tx, user, sessionId, now);
+    });
+
+  /** Revokes a refresh session and drops what credential caches hold of it, so its tokens stop at once. */
+  const revokeSession = (
+    session: { readonly tenant_id: string; readonly session_id: string },
+    now: number,
+    reason: RevokedReason,
+  ) =>
+    Effect.gen(function* () {
+      yield* storage.refreshSessions.revokeSession(session.tenant_id, session.session_id, now, reason);
+      yield* forget({ kind: "refresh_session", id: session.session_id });
     });
 
   /** A new access token and refresh token in an existing session. */
@@ -258,13 +269,7 @@ export const makeAccounts = (ports: VodPorts, config: VodConfig, forget: Forget)
               }),
             );
       if (outcome === "reused") {
-        yield* storage.refreshSessions.revokeSession(
-          token.value.tenant_id,
-          token.value.session_id,
-          now,
-          "reuse_detected",
-        );
-        yield* forget({ kind: "refresh_session", id: token.value.session_id });
+        yield* revokeSession(token.value, now, "reuse_detected");
         return yield* Effect.fail(rejected("refresh token was already used; the session is revoked"));
       }
       return outcome;
@@ -273,19 +278,16 @@ export const makeAccounts = (ports: VodPorts, config: VodConfig, forget: Forget)
   const logout = (principal: Principal & { kind: "user" }, refreshToken: string | undefined) =>
     Effect.gen(function* () {
       const now = clock.now();
-      yield* storage.refreshSessions.revokeSession(principal.tenant.id, principal.sessionId, now, "logout");
-      yield* forget({ kind: "refresh_session", id: principal.sessionId });
+      yield* revokeSession(
+        { tenant_id: principal.tenant.id, session_id: principal.sessionId },
+        now,
+        "logout",
+      );
       if (refreshToken === undefined) return;
       const token = yield* storage.refreshSessions.findToken(sha256Hex(refreshToken));
       // Only the caller's own sessions: a stranger's token in the body must not end their session.
       if (Option.isNone(token) || token.value.user_id !== principal.user.id) return;
-      yield* storage.refreshSessions.revokeSession(
-        token.value.tenant_id,
-        token.value.session_id,
-        now,
-        "logout",
-      );
-      yield* forget({ kind: "refresh_session", id: token.value.session_id });
+      yield* revokeSession(token.value, now, "logout");
     });
 
   const changePassword = (principal: Principal & { kind: "user" }, input: PasswordChangeInput) =>

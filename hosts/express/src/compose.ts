@@ -196,7 +196,7 @@ export const composeVod = async (
     } else if (config.storage === "memory") {
       const memory = memoryStorage();
       storage = memory;
-      jobQueue = memoryJobQueue(memory.state, {
+      jobQueue = memoryJobQueue(memory, {
         maxAttempts: config.jobs.maxAttempts,
         retryDelayMs: config.jobs.retryDelaySeconds * 1000,
         leaseMs: config.jobs.leaseSeconds * 1000,

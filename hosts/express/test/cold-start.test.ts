@@ -1,76 +1,43 @@
 import { execFile } from "node:child_process";
-import { randomBytes } from "node:crypto";
-import { mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { generateSigningKeys } from "@vod/adapter-jose";
 import { connectPostgres, migrations } from "@vod/adapter-postgres";
-import { suiteName, temporarySchemas, testServices } from "@vod/contract-tests";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, expect, it } from "vitest";
+import { describeWith, suiteScratch } from "./suites.js";
 import {
   cli,
+  deploymentSecrets,
+  eventually,
+  exited,
   freePort,
+  healthy,
   makeVideo,
-  type Spawned,
   settledAsset,
   signUp,
-  spawnCli,
   stop,
   uploadAsset,
 } from "./support.js";
 
-const { databaseUrl } = testServices();
-
 /** Cold starts in this file: each on a new schema, each four processes at once. */
 const coldStarts = 3;
 
-const exited = (spawned: Spawned) => spawned.child.exitCode !== null || spawned.child.signalCode !== null;
-
-/** Until /healthz answers 200; a process that exits on the way fails with its output. */
-const healthy = async (spawned: Spawned, url: string) => {
-  const until = Date.now() + 60_000;
-  for (;;) {
-    if (exited(spawned)) throw new Error(`serve exited while starting:\n${spawned.output()}`);
-    const ok = await fetch(`${url}/healthz`).then(
-      (r) => r.status === 200,
-      () => false,
-    );
-    if (ok) return;
-    if (Date.now() > until) throw new Error(`serve never answered /healthz:\n${spawned.output()}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-};
-
-describe.skipIf(databaseUrl === null)(
-  suiteName(
-    "two hosts and two workers started together on a new database (postgres server)",
-    databaseUrl !== null,
-    "VOD_TEST_DATABASE_URL",
-  ),
-  () => {
-    const schemas = temporarySchemas(databaseUrl ?? "", "vod_cold");
-    const spawned: Spawned[] = [];
+describeWith(
+  ["database"],
+  "two hosts and two workers started together on a new database (postgres server)",
+  ({ databaseUrl }) => {
+    const scratch = suiteScratch("vod-cold-");
+    const schemas = scratch.schemas(databaseUrl, "vod_cold");
     let root: string;
     let video: Uint8Array;
     // The secrets every process of one deployment shares, given rather than made per data directory.
     let secrets: Record<string, string>;
 
     beforeAll(async () => {
-      root = await mkdtemp(join(tmpdir(), "vod-cold-"));
+      root = await scratch.dir();
       await makeVideo(join(root, "clip.mp4"), { width: 160, height: 120, seconds: 1, fps: 10 });
       video = await readFile(join(root, "clip.mp4"));
-      secrets = {
-        VOD_SIGNING_KEYS: JSON.stringify(await generateSigningKeys()),
-        VOD_CURSOR_SECRET: randomBytes(32).toString("hex"),
-        VOD_UPLOAD_URL_SECRET: randomBytes(32).toString("hex"),
-        VOD_DRM_MASTER_KEY: randomBytes(32).toString("hex"),
-      };
-    });
-    afterAll(async () => {
-      await Promise.all(spawned.map((s) => stop(s)));
-      await schemas.dropAll();
-      if (root) await rm(root, { recursive: true, force: true });
+      secrets = await deploymentSecrets();
     });
 
     it("vod migrate, run twice at once as a deploy step, sets up the tables and the job queue", async () => {
@@ -78,7 +45,7 @@ describe.skipIf(databaseUrl === null)(
       const env = {
         ...process.env,
         VOD_DATA_DIR: root,
-        VOD_DATABASE_URL: databaseUrl ?? "",
+        VOD_DATABASE_URL: databaseUrl,
         VOD_DATABASE_SCHEMA: schema,
         VOD_JOB_MAX_ATTEMPTS: "5",
       };
@@ -90,7 +57,7 @@ describe.skipIf(databaseUrl === null)(
         `vod migrate: applied ${all.join(", ")} (postgres)`,
         "vod migrate: up to date",
       ]);
-      const db = connectPostgres({ connectionString: databaseUrl ?? "", poolSize: 1 });
+      const db = connectPostgres({ connectionString: databaseUrl, poolSize: 1 });
       try {
         const queues = await db.query(`SELECT name, retry_limit FROM ${schema}_jobs.queue`);
         expect(queues.rows).toEqual([{ name: "process-asset", retry_limit: 4 }]);
@@ -113,7 +80,7 @@ describe.skipIf(databaseUrl === null)(
         const publicUrl = `http://localhost:${portA}`;
         const common = {
           ...secrets,
-          VOD_DATABASE_URL: databaseUrl ?? "",
+          VOD_DATABASE_URL: databaseUrl,
           VOD_DATABASE_SCHEMA: schema,
           VOD_OBJECTS_DIR: objects,
           VOD_BASE_URL: publicUrl,
@@ -135,12 +102,11 @@ describe.skipIf(databaseUrl === null)(
         };
 
         // All four in the same tick: the moment after a deploy, when every instance starts.
-        const hostA = spawnCli("serve", envs.hostA);
-        const hostB = spawnCli("serve", envs.hostB);
-        const workerA = spawnCli("worker", envs.workerA);
-        const workerB = spawnCli("worker", envs.workerB);
+        const hostA = scratch.spawn("serve", envs.hostA);
+        const hostB = scratch.spawn("serve", envs.hostB);
+        const workerA = scratch.spawn("worker", envs.workerA);
+        const workerB = scratch.spawn("worker", envs.workerB);
         const four = [hostA, hostB, workerA, workerB];
-        spawned.push(...four);
 
         const outcomes = await Promise.allSettled([
           healthy(hostA, `http://127.0.0.1:${portA}`),
@@ -163,17 +129,13 @@ describe.skipIf(databaseUrl === null)(
               .filter((line) => line.includes(`"msg":"${msg}"`) && line.includes(assetId)),
           );
         // The asset turns ready a moment before its worker logs the end.
-        const until = Date.now() + 30_000;
-        while (logged("processing done").length === 0) {
-          if (Date.now() > until) throw new Error("no worker logged the end of the job");
-          await new Promise((r) => setTimeout(r, 100));
-        }
+        await eventually("a worker logging the end of the job", () => logged("processing done").length > 0);
 
         // None of the four left while the job ran.
         expect(four.filter(exited).map((s) => s.output())).toEqual([]);
 
         // One job for the asset, completed on its first run, started by exactly one worker.
-        const db = connectPostgres({ connectionString: databaseUrl ?? "", poolSize: 1 });
+        const db = connectPostgres({ connectionString: databaseUrl, poolSize: 1 });
         try {
           const { rows } = await db.query<{ state: string; retry_count: number }>(
             `SELECT state, retry_count FROM ${schema}_jobs.job

@@ -6,19 +6,18 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { type ManualClock, manualClock, memoryStorage } from "@vod/adapter-memory";
 import { redisBackdoor } from "@vod/adapter-redis/testing";
-import { suiteName, temporarySchemas, testServices } from "@vod/contract-tests";
+import { temporarySchemas } from "@vod/contract-tests";
 import { CREDENTIAL_CACHE_MS, type Revocation } from "@vod/core";
 import { Effect } from "effect";
 import { afterAll, describe, expect, it } from "vitest";
 import { loadConfig, type RunningHost, startHost } from "../src/index.js";
-import { call, cli } from "./support.js";
+import { describeWith } from "./suites.js";
+import { call, cli, type Reply } from "./support.js";
 
 // Each node caches what a credential resolves to (authenticate.ts). These tests warm that cache
 // and then revoke a key, log a session out and suspend a tenant: the next request is refused on
 // the host that did it and, through Redis, on every other; a node that missed the message is
 // refused once the cache's bounded life has passed (the clock is driven, nothing sleeps).
-
-const { databaseUrl, redisUrl } = testServices();
 
 const baseEnv = (dataDir: string): Record<string, string> => ({
   PORT: "0",
@@ -109,20 +108,16 @@ describe("credential cache, one host without Redis", () => {
   }, 30_000);
 });
 
-describe.skipIf(databaseUrl === null || redisUrl === null)(
-  suiteName(
-    "credential cache, hosts sharing Postgres and Redis",
-    databaseUrl !== null && redisUrl !== null,
-    "VOD_TEST_DATABASE_URL and VOD_TEST_REDIS_URL",
-  ),
-  () => {
-    const url = databaseUrl ?? "";
+describeWith(
+  ["database", "redis"],
+  "credential cache, hosts sharing Postgres and Redis",
+  ({ databaseUrl: url, redisUrl }) => {
     const schemas = temporarySchemas(url, "vod_cred");
     const prefix = `vod-cred-test:${randomBytes(6).toString("hex")}:`;
     const closing: Array<() => Promise<void>> = [];
     afterAll(async () => {
       for (const close of closing.reverse()) await close();
-      const backdoor = redisBackdoor({ url: redisUrl ?? "", keyPrefix: prefix });
+      const backdoor = redisBackdoor({ url: redisUrl, keyPrefix: prefix });
       await backdoor.clear();
       await backdoor.close();
       await schemas.dropAll();
@@ -138,7 +133,7 @@ describe.skipIf(databaseUrl === null || redisUrl === null)(
         VOD_DATABASE_SCHEMA: schema,
         VOD_DATABASE_POOL_SIZE: "2",
       };
-      const withRedis = { ...env, VOD_REDIS_URL: redisUrl ?? "", VOD_REDIS_KEY_PREFIX: prefix };
+      const withRedis = { ...env, VOD_REDIS_URL: redisUrl, VOD_REDIS_KEY_PREFIX: prefix };
       const hosts: Array<{ host: RunningHost; clock: ManualClock }> = [];
       for (const config of [withRedis, withRedis, env]) {
         const clock = manualClock(Date.now());
@@ -172,54 +167,65 @@ describe.skipIf(databaseUrl === null || redisUrl === null)(
       await hearing;
     };
 
-    it("a revoked key and a logged-out session: refused at once on every node told, after the cache's life on one that was not", async () => {
-      const { a, b, c } = await cluster();
-      await subscribed(a.host, b.host);
-      const account = await openAccount(a.host.url);
-      // Warm every node's cache with both credentials.
-      for (const { host } of [a, b, c]) {
+    /** The cluster, b subscribed, and an account whose key and session every node has cached. */
+    const warmCluster = async () => {
+      const nodes = await cluster();
+      await subscribed(nodes.a.host, nodes.b.host);
+      const account = await openAccount(nodes.a.host.url);
+      for (const { host } of [nodes.a, nodes.b, nodes.c]) {
         expect(await status(host.url, account.key)).toBe(200);
         expect(await status(host.url, account.bearer)).toBe(200);
       }
+      return { ...nodes, account };
+    };
 
-      const keyHeard = heard(b.host, (r) => r.kind === "api_key" && r.id === account.keyId);
-      const revoke = await call(a.host.url, `/v1/api-keys/${account.keyId}`, {
-        method: "DELETE",
-        headers: account.bearer,
-      });
-      expect(revoke.status).toBe(204);
-      await keyHeard;
-      expect(await status(a.host.url, account.key)).toBe(401);
-      expect(await status(b.host.url, account.key)).toBe(401);
-      // c has no Redis: the message never reaches it, and its cached answer stands until it expires.
-      expect(await status(c.host.url, account.key)).toBe(200);
+    /**
+     * Revokes `credential` on a: refused at once on a and on b, which Redis tells; c has no Redis,
+     * so the message never reaches it and its cached answer stands until the cache's life is over.
+     */
+    const refusedOnceTold = async (
+      { a, b, c }: Pick<Awaited<ReturnType<typeof cluster>>, "a" | "b" | "c">,
+      credential: Record<string, string>,
+      revocation: (r: Revocation) => boolean,
+      revoke: () => Promise<Reply>,
+    ) => {
+      const told = heard(b.host, revocation);
+      expect((await revoke()).status).toBe(204);
+      await told;
+      expect(await status(a.host.url, credential)).toBe(401);
+      expect(await status(b.host.url, credential)).toBe(401);
+      expect(await status(c.host.url, credential)).toBe(200);
       c.clock.advance(CREDENTIAL_CACHE_MS);
-      expect(await status(c.host.url, account.key)).toBe(401);
+      expect(await status(c.host.url, credential)).toBe(401);
+    };
 
+    it("a revoked key and a logged-out session: refused at once on every node told, after the cache's life on one that was not", async () => {
+      const { a, b, c, account } = await warmCluster();
+
+      const nodes = { a, b, c };
+      await refusedOnceTold(
+        nodes,
+        account.key,
+        (r) => r.kind === "api_key" && r.id === account.keyId,
+        () =>
+          call(a.host.url, `/v1/api-keys/${account.keyId}`, { method: "DELETE", headers: account.bearer }),
+      );
       // c's clock has moved on: its cached session expired with the key's; cache it again.
       expect(await status(c.host.url, account.bearer)).toBe(200);
-      const sessionHeard = heard(b.host, (r) => r.kind === "refresh_session");
-      const logout = await call(a.host.url, "/v1/auth/logout", {
-        headers: account.bearer,
-        body: { refresh_token: account.refreshToken },
-      });
-      expect(logout.status).toBe(204);
-      await sessionHeard;
-      expect(await status(a.host.url, account.bearer)).toBe(401);
-      expect(await status(b.host.url, account.bearer)).toBe(401);
-      expect(await status(c.host.url, account.bearer)).toBe(200);
-      c.clock.advance(CREDENTIAL_CACHE_MS);
-      expect(await status(c.host.url, account.bearer)).toBe(401);
+      await refusedOnceTold(
+        nodes,
+        account.bearer,
+        (r) => r.kind === "refresh_session",
+        () =>
+          call(a.host.url, "/v1/auth/logout", {
+            headers: account.bearer,
+            body: { refresh_token: account.refreshToken },
+          }),
+      );
     }, 60_000);
 
     it("a tenant suspended with `vod tenant suspend`: 403 at once on every node told, after the cache's life on one that was not", async () => {
-      const { a, b, c, env } = await cluster();
-      await subscribed(a.host, b.host);
-      const account = await openAccount(a.host.url);
-      for (const { host } of [a, b, c]) {
-        expect(await status(host.url, account.key)).toBe(200);
-        expect(await status(host.url, account.bearer)).toBe(200);
-      }
+      const { a, b, c, env, account } = await warmCluster();
 
       // The operator's command is another process: it reaches a and b through Redis only.
       const toldA = heard(a.host, (r) => r.kind === "tenant" && r.id === account.tenantId);

@@ -1,72 +1,45 @@
 import { randomBytes } from "node:crypto";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { connectPostgres } from "@vod/adapter-postgres";
-import { suiteName, temporarySchemas, testServices } from "@vod/contract-tests";
-import { afterAll, describe, expect, it } from "vitest";
-import {
-  call,
-  freePort,
-  makeVideo,
-  type Reply,
-  type Spawned,
-  settledAsset,
-  signUp,
-  startServe,
-  stop,
-  uploadAsset,
-} from "./support.js";
-
-const { databaseUrl } = testServices();
+import { expect, it } from "vitest";
+import { describeWith, suiteScratch } from "./suites.js";
+import { call, makeVideo, type Reply, settledAsset, signUp, uploadAsset } from "./support.js";
 
 /** The connection string with an application_name of its own: the one way to tell this host's connections apart. */
 const withApplicationName = (url: string, name: string) =>
   `${url}${url.includes("?") ? "&" : "?"}application_name=${name}`;
 
-describe.skipIf(databaseUrl === null)(
-  suiteName(
-    "database connections terminated under load (postgres server)",
-    databaseUrl !== null,
-    "VOD_TEST_DATABASE_URL",
-  ),
-  () => {
-    const schemas = temporarySchemas(databaseUrl ?? "", "vod_fault");
+describeWith(
+  ["database"],
+  "database connections terminated under load (postgres server)",
+  ({ databaseUrl }) => {
+    const scratch = suiteScratch("vod-fault-db-");
+    const schemas = scratch.schemas(databaseUrl, "vod_fault");
     const admin = connectPostgres({
-      connectionString: databaseUrl ?? "",
+      connectionString: databaseUrl,
       poolSize: 1,
       applicationName: "vod-fault-admin",
     });
-    const spawned: Spawned[] = [];
-    let dataDir: string | undefined;
-    afterAll(async () => {
-      await Promise.all(spawned.map((s) => stop(s)));
-      await schemas.dropAll();
-      await admin.close();
-      if (dataDir) await rm(dataDir, { recursive: true, force: true });
-    });
+    scratch.afterwards(() => admin.close());
 
     it("keeps the process up, answers 503 storage_error at most, recovers, leaves no partial row, and the job still finishes", async () => {
-      dataDir = await mkdtemp(join(tmpdir(), "vod-fault-db-"));
+      const dataDir = await scratch.dir();
       const appName = `vod_fault_${randomBytes(6).toString("hex")}`;
       const schema = schemas.fresh();
-      const host = await startServe(
-        {
-          VOD_DATA_DIR: dataDir,
-          VOD_DATABASE_URL: withApplicationName(databaseUrl ?? "", appName),
-          VOD_DATABASE_SCHEMA: schema,
-          VOD_DATABASE_POOL_SIZE: "6",
-          VOD_LOG_LEVEL: "info",
-          VOD_WORKER_CONCURRENCY: "1",
-          // A job whose outcome was lost with its connection comes back after its lease: short here.
-          VOD_JOB_LEASE_SECONDS: "10",
-          VOD_JOB_MAINTENANCE_SECONDS: "1",
-          VOD_JOB_RETRY_DELAY_SECONDS: "1",
-          VOD_RATE_LIMIT_AUTH_PER_MINUTE: "100000",
-        },
-        await freePort(),
-      );
-      spawned.push(host);
+      const host = await scratch.serve({
+        VOD_DATA_DIR: dataDir,
+        VOD_DATABASE_URL: withApplicationName(databaseUrl, appName),
+        VOD_DATABASE_SCHEMA: schema,
+        VOD_DATABASE_POOL_SIZE: "6",
+        VOD_LOG_LEVEL: "info",
+        VOD_WORKER_CONCURRENCY: "1",
+        // A job whose outcome was lost with its connection comes back after its lease: short here.
+        VOD_JOB_LEASE_SECONDS: "10",
+        VOD_JOB_MAINTENANCE_SECONDS: "1",
+        VOD_JOB_RETRY_DELAY_SECONDS: "1",
+        VOD_RATE_LIMIT_AUTH_PER_MINUTE: "100000",
+      });
       const alive = () => host.child.exitCode === null && host.child.signalCode === null;
 
       const auth = await signUp(host.url, "fault");

@@ -4,12 +4,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { manualClock } from "@vod/adapter-memory";
-import { suiteName, temporarySchemas, testServices } from "@vod/contract-tests";
+import { temporarySchemas } from "@vod/contract-tests";
 import { createLogger, loadConfig, type RunningHost, startHost } from "@vod/host-express";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { call, freePort, kill, makeVideo, settledAsset, signUp, startRedis } from "./support.js";
-
-const { databaseUrl, redisUrl } = testServices();
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { describeWith } from "./suites.js";
+import { call, freePort, kill, makeVideo, settledAsset, signUp, startRedis, uploadAsset } from "./support.js";
 
 /** A host's log lines, parsed, for the assertions on what it said about Redis. */
 const capturedLogger = () => {
@@ -25,14 +24,11 @@ const capturedLogger = () => {
   return { logger: createLogger("info", stream), lines };
 };
 
-describe.skipIf(databaseUrl === null || redisUrl === null)(
-  suiteName(
-    "Redis killed and restarted empty under two hosts (postgres server, redis-server)",
-    databaseUrl !== null && redisUrl !== null,
-    "VOD_TEST_DATABASE_URL and VOD_TEST_REDIS_URL",
-  ),
-  () => {
-    const schemas = temporarySchemas(databaseUrl ?? "", "vod_fault_redis");
+describeWith(
+  ["database", "redis"],
+  "Redis killed and restarted empty under two hosts (postgres server, redis-server)",
+  ({ databaseUrl }) => {
+    const schemas = temporarySchemas(databaseUrl, "vod_fault_redis");
     const clock = manualClock(Date.now());
     const hosts: RunningHost[] = [];
     const logs: Array<ReturnType<typeof capturedLogger>> = [];
@@ -90,7 +86,7 @@ describe.skipIf(databaseUrl === null || redisUrl === null)(
         VOD_HOST: "127.0.0.1",
         VOD_DATA_DIR: dir,
         VOD_BASE_URL: "https://api.vod.test",
-        VOD_DATABASE_URL: databaseUrl ?? "",
+        VOD_DATABASE_URL: databaseUrl,
         VOD_DATABASE_SCHEMA: schemas.fresh(),
         VOD_REDIS_URL: `redis://127.0.0.1:${redisPort}`,
         VOD_RATE_LIMIT_LOGIN_PER_EMAIL: "3",
@@ -110,18 +106,8 @@ describe.skipIf(databaseUrl === null || redisUrl === null)(
 
       auth = await signUp(a.url, "redis-fault");
       await makeVideo(join(dir, "clip.mp4"), { width: 320, height: 180, seconds: 2 });
-      const created = await call(a.url, "/v1/assets", {
-        body: { title: "protected", drm: true },
-        headers: auth,
-      });
-      const assetId: string = created.body.asset.id;
       const bytes = await readFile(join(dir, "clip.mp4"));
-      const started = await call(a.url, "/v1/uploads", {
-        body: { asset_id: assetId, size_bytes: bytes.length },
-        headers: auth,
-      });
-      await fetch(started.body.upload.parts[0].url, { method: "PUT", body: bytes });
-      await call(a.url, `/v1/uploads/${started.body.upload.id}/complete`, { body: {}, headers: auth });
+      const { assetId } = await uploadAsset(a.url, auth, bytes, "protected", { drm: true });
       expect((await settledAsset(a.url, auth, assetId)).status).toBe("ready");
       const session = async () => {
         const res = await call(a.url, "/v1/playback/sessions", {

@@ -2,43 +2,12 @@ import { createHash } from "node:crypto";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import {
-  createGcsTestServer,
-  type GcsTestServer,
-  suiteName,
-  temporarySchemas,
-  testServices,
-} from "@vod/contract-tests";
+import { createGcsTestServer, type GcsTestServer, temporarySchemas } from "@vod/contract-tests";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { call, freePort, makeVideo, settledAsset, signUp, startServe, stop } from "./support.js";
+import { describeWith } from "./suites.js";
+import { call, freePort, makeVideo, settledAsset, signUp, startServe, stop, uploadAsset } from "./support.js";
 
 const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
-
-/** Create, start (declaring `declared`), PUT every part on the bucket's URL, complete. */
-const upload = async (url: string, auth: Record<string, string>, bytes: Uint8Array, declared: string) => {
-  const created = await call(url, "/v1/assets", { body: { title: "gcs clip" }, headers: auth });
-  const assetId: string = created.body.asset.id;
-  const started = await call(url, "/v1/uploads", {
-    body: { asset_id: assetId, size_bytes: bytes.length, sha256: declared },
-    headers: auth,
-  });
-  expect(started.status).toBe(201);
-  const { id, part_size, parts } = started.body.upload as {
-    id: string;
-    part_size: number;
-    parts: Array<{ number: number; url: string }>;
-  };
-  await Promise.all(
-    parts.map(async (part) => {
-      const body = bytes.subarray((part.number - 1) * part_size, part.number * part_size);
-      const put = await fetch(part.url, { method: "PUT", body });
-      expect(put.status).toBe(200);
-    }),
-  );
-  const completed = await call(url, `/v1/uploads/${id}/complete`, { body: {}, headers: auth });
-  expect(completed.status).toBe(200);
-  return assetId;
-};
 
 const playbackSession = async (url: string, auth: Record<string, string>, assetId: string) => {
   const session = await call(url, "/v1/playback/sessions", { body: { asset_id: assetId }, headers: auth });
@@ -106,7 +75,7 @@ describe("the host on a GCS bucket", () => {
     });
 
     it("takes a video uploaded to the bucket to ready, renditions in the bucket, segments by redirect", async () => {
-      const assetId = await upload(host.url, auth, source, sha256(source));
+      const { assetId } = await uploadAsset(host.url, auth, source, "gcs clip", { sha256: sha256(source) });
       const asset = await settledAsset(host.url, auth, assetId);
       expect(asset).toMatchObject({ status: "ready", source_width: 320, checksum_sha256: sha256(source) });
       const origin = await server.backdoor.read(`embedded/origins/${tenantId}/${assetId}`);
@@ -149,7 +118,7 @@ describe("the host on a GCS bucket", () => {
 
     it("fails the asset with checksum_mismatch when the bytes differ from the declared sha256", async () => {
       const declared = sha256(new Uint8Array([1, 2, 3]));
-      const assetId = await upload(host.url, auth, source, declared);
+      const { assetId } = await uploadAsset(host.url, auth, source, "gcs clip", { sha256: declared });
       const asset = await settledAsset(host.url, auth, assetId);
       expect(asset).toMatchObject({
         status: "failed",
@@ -160,44 +129,36 @@ describe("the host on a GCS bucket", () => {
     }, 120_000);
   });
 
-  const { databaseUrl } = testServices();
-  describe.skipIf(databaseUrl === null)(
-    suiteName(
-      "server storage, segments proxied by the media app",
-      databaseUrl !== null,
-      "VOD_TEST_DATABASE_URL",
-    ),
-    () => {
-      const schemas = temporarySchemas(databaseUrl ?? "", "vod_gcs");
-      let host: Awaited<ReturnType<typeof startServe>>;
-      afterAll(async () => {
-        if (host) expect(await stop(host)).toBe(0);
-        await schemas.dropAll();
-      });
+  describeWith(["database"], "server storage, segments proxied by the media app", ({ databaseUrl }) => {
+    const schemas = temporarySchemas(databaseUrl, "vod_gcs");
+    let host: Awaited<ReturnType<typeof startServe>>;
+    afterAll(async () => {
+      if (host) expect(await stop(host)).toBe(0);
+      await schemas.dropAll();
+    });
 
-      it("takes a video to ready and streams its segments, ranges included", async () => {
-        host = await startServe(
-          hostEnv({
-            VOD_DATA_DIR: join(dataDir, "server"),
-            VOD_DATABASE_URL: databaseUrl ?? "",
-            VOD_DATABASE_SCHEMA: schemas.fresh(),
-            VOD_GCS_PREFIX: "server/",
-          }),
-          await freePort(),
-        );
-        const auth = await signUp(host.url, "gcs-server");
-        const assetId = await upload(host.url, auth, source, sha256(source));
-        expect(await settledAsset(host.url, auth, assetId)).toMatchObject({ status: "ready" });
-        const segment = await firstSegment(await playbackSession(host.url, auth, assetId));
-        const whole = await fetch(segment, { redirect: "manual" });
-        expect(whole.status).toBe(200);
-        const bytes = new Uint8Array(await whole.arrayBuffer());
-        expect(bytes.byteLength).toBe(Number(whole.headers.get("content-length")));
-        const range = await fetch(segment, { headers: { range: "bytes=10-29" } });
-        expect(range.status).toBe(206);
-        expect(range.headers.get("content-range")).toBe(`bytes 10-29/${bytes.byteLength}`);
-        expect(new Uint8Array(await range.arrayBuffer())).toEqual(bytes.subarray(10, 30));
-      }, 120_000);
-    },
-  );
+    it("takes a video to ready and streams its segments, ranges included", async () => {
+      host = await startServe(
+        hostEnv({
+          VOD_DATA_DIR: join(dataDir, "server"),
+          VOD_DATABASE_URL: databaseUrl,
+          VOD_DATABASE_SCHEMA: schemas.fresh(),
+          VOD_GCS_PREFIX: "server/",
+        }),
+        await freePort(),
+      );
+      const auth = await signUp(host.url, "gcs-server");
+      const { assetId } = await uploadAsset(host.url, auth, source, "gcs clip", { sha256: sha256(source) });
+      expect(await settledAsset(host.url, auth, assetId)).toMatchObject({ status: "ready" });
+      const segment = await firstSegment(await playbackSession(host.url, auth, assetId));
+      const whole = await fetch(segment, { redirect: "manual" });
+      expect(whole.status).toBe(200);
+      const bytes = new Uint8Array(await whole.arrayBuffer());
+      expect(bytes.byteLength).toBe(Number(whole.headers.get("content-length")));
+      const range = await fetch(segment, { headers: { range: "bytes=10-29" } });
+      expect(range.status).toBe(206);
+      expect(range.headers.get("content-range")).toBe(`bytes 10-29/${bytes.byteLength}`);
+      expect(new Uint8Array(await range.arrayBuffer())).toEqual(bytes.subarray(10, 30));
+    }, 120_000);
+  });
 });

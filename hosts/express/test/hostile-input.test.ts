@@ -1,15 +1,14 @@
 import { randomBytes } from "node:crypto";
-import { mkdtemp, rm } from "node:fs/promises";
 import { get } from "node:http";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
 import { ffmpegMediaProcessor } from "@vod/adapter-ffmpeg";
 import { filesystemObjectStore } from "@vod/adapter-filesystem";
-import { memoryJobQueue, memoryStorage } from "@vod/adapter-memory";
-import { createLogger, loadConfig, type RunningHost, startHost } from "@vod/host-express";
+import { memoryStorage } from "@vod/adapter-memory";
+import { createLogger, type RunningHost } from "@vod/host-express";
 import { Effect, Option } from "effect";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { suiteScratch } from "./suites.js";
 import { call, settledAsset, signUp, uploadAsset } from "./support.js";
 
 /** What no error body may show: a stack, an object key, a file path, an errno, a NUL. */
@@ -27,6 +26,7 @@ interface LogLine {
  * debug into memory: what players, sign-ins and jobs leave in the log is read back line by line.
  */
 describe("hostile input and what the log says of it", () => {
+  const scratch = suiteScratch("vod-hostile-");
   let dir: string;
   let host: RunningHost;
   let storage: ReturnType<typeof memoryStorage>;
@@ -49,7 +49,7 @@ describe("hostile input and what the log says of it", () => {
   };
 
   beforeAll(async () => {
-    dir = await mkdtemp(join(tmpdir(), "vod-hostile-"));
+    dir = await scratch.dir();
     storage = memoryStorage();
     objects = filesystemObjectStore({ root: join(dir, "objects") });
     const sink = new Writable({
@@ -58,15 +58,15 @@ describe("hostile input and what the log says of it", () => {
         done();
       },
     });
-    host = await startHost(
-      loadConfig({ PORT: "0", VOD_HOST: "127.0.0.1", VOD_DATA_DIR: dir, VOD_WORKER_CONCURRENCY: "1" }),
+    host = await scratch.memoryHost(
+      { VOD_DATA_DIR: dir, VOD_WORKER_CONCURRENCY: "1" },
       {
         storage,
         objectStore: objects,
-        jobQueue: memoryJobQueue(storage.state, { retryDelayMs: 100 }),
         mediaProcessor: ffmpegMediaProcessor(),
         logger: createLogger("debug", sink),
       },
+      { retryDelayMs: 100 },
     );
     auth = await signUp(host.url, "hostile");
     // A ready asset whose renditions are written straight into the object store: the delivery
@@ -90,11 +90,6 @@ describe("hostile input and what the log says of it", () => {
     if (session.status !== 201) throw new Error(`session: ${session.status} ${JSON.stringify(session.body)}`);
     token = session.body.token;
   }, 60_000);
-
-  afterAll(async () => {
-    await host?.close(1_000);
-    await rm(dir, { recursive: true, force: true });
-  });
 
   it("answers 404 not_found for a file name that is not one of the asset's files, showing no key", async () => {
     const play = (file: string) => fetch(`${host.url}/v1/play/${token}/${file}`);

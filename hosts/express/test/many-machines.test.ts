@@ -1,49 +1,37 @@
 import { randomBytes } from "node:crypto";
-import { mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { generateSigningKeys } from "@vod/adapter-jose";
 import { connectPostgres } from "@vod/adapter-postgres";
 import { redisBackdoor } from "@vod/adapter-redis/testing";
+import { createGcsTestServer, type GcsTestServer } from "@vod/contract-tests";
+import { beforeAll, expect, it } from "vitest";
+import { describeWith, suiteScratch } from "./suites.js";
 import {
-  createGcsTestServer,
-  type GcsTestServer,
-  suiteName,
-  temporarySchemas,
-  testServices,
-} from "@vod/contract-tests";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
+  assetReads,
   call,
+  deploymentSecrets,
+  eventually,
   freePort,
   makeVideo,
   type Spawned,
   settledAsset,
   signUp,
-  spawnCli,
-  startServe,
-  stop,
 } from "./support.js";
 
-const { databaseUrl, redisUrl } = testServices();
-
-type Host = Awaited<ReturnType<typeof startServe>>;
+type Host = Spawned & { readonly url: string };
 type Auth = Record<string, string>;
 
 // A deployment as the gcp set runs it: API/media hosts and workers on separate machines, sharing
 // nothing but the database, Redis and the bucket (each process has a data directory of its own).
 // Both hosts answer on one public address, as behind a load balancer; the test talks to each.
-describe.skipIf(databaseUrl === null || redisUrl === null)(
-  suiteName(
-    "two hosts and two workers on one Postgres, one Redis and one bucket (postgres server, redis, GCS test server)",
-    databaseUrl !== null && redisUrl !== null,
-    "VOD_TEST_DATABASE_URL and VOD_TEST_REDIS_URL",
-  ),
-  () => {
-    const schemas = temporarySchemas(databaseUrl ?? "", "vod_many");
+describeWith(
+  ["database", "redis"],
+  "two hosts and two workers on one Postgres, one Redis and one bucket (postgres server, redis, GCS test server)",
+  ({ databaseUrl, redisUrl }) => {
+    const scratch = suiteScratch("vod-many-");
+    const schemas = scratch.schemas(databaseUrl, "vod_many");
     const schema = schemas.fresh();
     const prefix = `vod-many-test:${randomBytes(6).toString("hex")}:`;
-    const spawned: Spawned[] = [];
     let bucket: GcsTestServer;
     let root: string;
     let db: ReturnType<typeof connectPostgres>;
@@ -54,10 +42,18 @@ describe.skipIf(databaseUrl === null || redisUrl === null)(
     let workers: Spawned[];
     let auth: Auth;
 
+    scratch.afterwards(async () => {
+      await db?.close();
+      const backdoor = redisBackdoor({ url: redisUrl, keyPrefix: prefix });
+      await backdoor.clear();
+      await backdoor.close();
+      await bucket?.close();
+    });
+
     beforeAll(async () => {
       bucket = await createGcsTestServer();
-      root = await mkdtemp(join(tmpdir(), "vod-many-"));
-      db = connectPostgres({ connectionString: databaseUrl ?? "", poolSize: 1 });
+      root = await scratch.dir();
+      db = connectPostgres({ connectionString: databaseUrl, poolSize: 1 });
       await Promise.all([
         makeVideo(join(root, "clip.mp4"), { width: 160, height: 120, seconds: 1, fps: 10 }),
         // Seconds of work for the ladder (360p, 240p): still running when its worker is killed.
@@ -70,13 +66,10 @@ describe.skipIf(databaseUrl === null || redisUrl === null)(
       const publicUrl = `http://localhost:${portA}`;
       // What every process of the deployment shares: secrets given, not made per data directory.
       const common = {
-        VOD_SIGNING_KEYS: JSON.stringify(await generateSigningKeys()),
-        VOD_CURSOR_SECRET: randomBytes(32).toString("hex"),
-        VOD_UPLOAD_URL_SECRET: randomBytes(32).toString("hex"),
-        VOD_DRM_MASTER_KEY: randomBytes(32).toString("hex"),
-        VOD_DATABASE_URL: databaseUrl ?? "",
+        ...(await deploymentSecrets()),
+        VOD_DATABASE_URL: databaseUrl,
         VOD_DATABASE_SCHEMA: schema,
-        VOD_REDIS_URL: redisUrl ?? "",
+        VOD_REDIS_URL: redisUrl,
         VOD_REDIS_KEY_PREFIX: prefix,
         VOD_OBJECT_STORE: "gcs",
         VOD_GCS_BUCKET: bucket.bucket,
@@ -108,28 +101,11 @@ describe.skipIf(databaseUrl === null || redisUrl === null)(
         w1: await env("worker-1"),
         w2: await env("worker-2"),
       };
-      workers = [spawnCli("worker", envs.w1), spawnCli("worker", envs.w2)];
-      spawned.push(...workers);
-      const hosts = await Promise.allSettled([startServe(envs.a, portA), startServe(envs.b, portB)]);
-      for (const h of hosts) if (h.status === "fulfilled") spawned.push(h.value);
-      for (const h of hosts) if (h.status === "rejected") throw h.reason;
-      [a, b] = hosts.map((h) => (h as PromiseFulfilledResult<Host>).value) as [Host, Host];
+      workers = [scratch.spawn("worker", envs.w1), scratch.spawn("worker", envs.w2)];
+      [a, b] = await Promise.all([scratch.serve(envs.a, portA), scratch.serve(envs.b, portB)]);
       await Promise.all(workers.map((w) => w.waitFor('"msg":"worker started"')));
       auth = await signUp(a.url, "many");
     }, 90_000);
-
-    afterAll(async () => {
-      await Promise.all(spawned.map((s) => stop(s)));
-      await db?.close();
-      await schemas.dropAll();
-      if (redisUrl) {
-        const backdoor = redisBackdoor({ url: redisUrl, keyPrefix: prefix });
-        await backdoor.clear();
-        await backdoor.close();
-      }
-      await bucket?.close();
-      if (root) await rm(root, { recursive: true, force: true });
-    }, 60_000);
 
     /** Creates an asset and starts its upload on `host`: the part URLs, each on the bucket. */
     const begin = async (host: Host, bytes: Uint8Array, title: string) => {
@@ -175,6 +151,7 @@ describe.skipIf(databaseUrl === null || redisUrl === null)(
           [assetId],
         )
       ).rows;
+    const completed = (jobs: ReadonlyArray<{ state: string }>) => jobs.every((j) => j.state === "completed");
 
     /** The lines of `worker`'s log with message `msg` about the asset. */
     const logged = (worker: Spawned, msg: string, assetId: string) =>
@@ -186,11 +163,7 @@ describe.skipIf(databaseUrl === null || redisUrl === null)(
     /** One job, completed on its first run, started once across both workers. */
     const processedOnce = async (assetId: string) => {
       // The asset turns ready a moment before its job is marked completed.
-      const until = Date.now() + 30_000;
-      while ((await jobsOf(assetId)).some((j) => j.state !== "completed")) {
-        if (Date.now() > until) throw new Error(`job of ${assetId} never completed`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
+      await eventually(`the job of ${assetId} completing`, async () => completed(await jobsOf(assetId)));
       expect(await jobsOf(assetId)).toEqual([{ state: "completed", retry_count: 0 }]);
       expect(workers.flatMap((w) => logged(w, "processing started", assetId))).toHaveLength(1);
     };
@@ -286,23 +259,14 @@ describe.skipIf(databaseUrl === null || redisUrl === null)(
       await putParts(upload, longer);
       await complete(b, upload.id);
       // Whichever worker took the job, once it has begun.
-      const until = Date.now() + 60_000;
-      let index = -1;
-      while (index < 0) {
-        index = workers.findIndex((w) => logged(w, "processing started", upload.assetId).length > 0);
-        if (Date.now() > until) throw new Error("no worker started the job");
-        await new Promise((r) => setTimeout(r, 20));
-      }
+      const starter = () =>
+        workers.findIndex((w) => logged(w, "processing started", upload.assetId).length > 0);
+      await eventually("a worker starting the job", () => starter() >= 0, 60_000, 20);
+      const index = starter();
       const [victim, survivor] = [workers[index], workers[1 - index]] as [Spawned, Spawned];
       // The start is logged before the move to processing commits: kill only once the asset reads
       // processing, so that the kill lands in the job, not before it.
-      while (
-        (await call(a.url, `/v1/assets/${upload.assetId}`, { headers: auth })).body.asset.status !==
-        "processing"
-      ) {
-        if (Date.now() > until) throw new Error("the asset never reached processing");
-        await new Promise((r) => setTimeout(r, 20));
-      }
+      await assetReads(a.url, auth, upload.assetId, "processing", 60_000);
       victim.child.kill("SIGKILL");
       await new Promise((r) => victim.child.once("exit", r));
       expect(logged(victim, "processing done", upload.assetId)).toEqual([]);
@@ -314,17 +278,10 @@ describe.skipIf(databaseUrl === null || redisUrl === null)(
       expect(asset).toMatchObject({ status: "ready", source_width: 640, source_height: 360 });
       // The survivor ran a later attempt to its end; the killed one never finished its own.
       const done = () => logged(survivor, "processing done", upload.assetId);
-      const doneBy = Date.now() + 30_000;
-      while (done().length === 0) {
-        if (Date.now() > doneBy) throw new Error("the surviving worker never logged the end of the job");
-        await new Promise((r) => setTimeout(r, 100));
-      }
+      await eventually("the surviving worker logging the end of the job", () => done().length > 0);
       expect(done().every((line) => /"attempt":[2-9]/.test(line))).toBe(true);
       // One job, completed, on a later run than the first.
-      while ((await jobsOf(upload.assetId)).some((j) => j.state !== "completed")) {
-        if (Date.now() > doneBy) throw new Error("the job was never marked completed");
-        await new Promise((r) => setTimeout(r, 100));
-      }
+      await eventually("the job completing", async () => completed(await jobsOf(upload.assetId)));
       const jobs = await jobsOf(upload.assetId);
       expect(jobs).toHaveLength(1);
       expect(jobs[0]?.retry_count).toBeGreaterThanOrEqual(1);

@@ -1,18 +1,9 @@
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
 import { filesystemObjectStore } from "@vod/adapter-filesystem";
-import { memoryJobQueue, memoryStorage } from "@vod/adapter-memory";
-import {
-  createApiApp,
-  createLogger,
-  loadConfig,
-  type RunningHost,
-  routesBesideCatalog,
-  startHost,
-} from "@vod/host-express";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createApiApp, createLogger, type RunningHost, routesBesideCatalog } from "@vod/host-express";
+import { beforeAll, describe, expect, it } from "vitest";
+import { suiteScratch } from "./suites.js";
 
 interface Layer {
   readonly route?: { readonly path: string; readonly methods: Record<string, boolean> };
@@ -40,25 +31,18 @@ const mounted = (stack: ReadonlyArray<Layer>): string[] =>
   });
 
 describe("the OpenAPI document the host serves", () => {
-  let dir: string;
+  const scratch = suiteScratch("vod-openapi-");
   let host: RunningHost;
 
   beforeAll(async () => {
-    dir = await mkdtemp(join(tmpdir(), "vod-openapi-"));
-    const storage = memoryStorage();
-    host = await startHost(
-      loadConfig({ PORT: "0", VOD_HOST: "127.0.0.1", VOD_DATA_DIR: dir, VOD_WORKER_CONCURRENCY: "0" }),
+    const dir = await scratch.dir();
+    host = await scratch.memoryHost(
+      { VOD_DATA_DIR: dir, VOD_WORKER_CONCURRENCY: "0" },
       {
-        storage,
         objectStore: filesystemObjectStore({ root: join(dir, "objects") }),
-        jobQueue: memoryJobQueue(storage.state),
         logger: createLogger("error", new Writable({ write: (_c, _e, done) => done() })),
       },
     );
-  });
-  afterAll(async () => {
-    await host?.close();
-    if (dir) await rm(dir, { recursive: true, force: true });
   });
 
   it("documents exactly the routes the host mounts, and nothing else", async () => {

@@ -14,6 +14,7 @@ import {
 } from "@vod/adapter-memory";
 import { loadConfig, type RunningHost, startHost } from "@vod/host-express";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { suiteScratch } from "./suites.js";
 import { call, makeVideo, settledAsset, signUp, uploadAsset } from "./support.js";
 
 const run = promisify(execFile);
@@ -45,6 +46,7 @@ const frameMd5 = async (file: string, key?: string) => {
 // (contract-tests/src/http/playback.ts, on every adapter set, with a fake media processor). Here:
 // what ffmpeg and Shaka Packager really produce, as independent clients read it.
 describe("playback of real media: an independent client, and decryption with the licence key", () => {
+  const scratch = suiteScratch("vod-play-");
   let dir: string;
   let host: RunningHost;
   let auth: Record<string, string>;
@@ -53,46 +55,25 @@ describe("playback of real media: an independent client, and decryption with the
   let source: Buffer;
 
   beforeAll(async () => {
-    dir = await mkdtemp(join(tmpdir(), "vod-play-"));
-    const storage = memoryStorage();
-    host = await startHost(
-      loadConfig({
-        PORT: "0",
-        VOD_HOST: "127.0.0.1",
-        VOD_DATA_DIR: dir,
-        VOD_LOG_LEVEL: "silent",
-      }),
+    dir = await scratch.dir();
+    host = await scratch.memoryHost(
+      { VOD_DATA_DIR: dir, VOD_LOG_LEVEL: "silent" },
       {
-        storage,
-        jobQueue: memoryJobQueue(storage.state, { retryDelayMs: 200 }),
         objectStore: memoryObjectStore(),
         revocationStore: memoryRevocationStore(),
         // One x264 thread: the clear and the protected asset then encode to the same frames.
         mediaProcessor: ffmpegMediaProcessor({ x264Threads: 1 }),
       },
+      { retryDelayMs: 200 },
     );
     auth = await signUp(host.url, "play");
     await makeVideo(join(dir, "src.mp4"), { width: 640, height: 360, seconds: 4 });
     source = await readFile(join(dir, "src.mp4"));
     clearAsset = (await uploadAsset(host.url, auth, source, "clear")).assetId;
-    const created = await call(host.url, "/v1/assets", {
-      body: { title: "protected", drm: true },
-      headers: auth,
-    });
-    drmAsset = created.body.asset.id;
-    const started = await call(host.url, "/v1/uploads", {
-      body: { asset_id: drmAsset, size_bytes: source.length },
-      headers: auth,
-    });
-    await fetch(started.body.upload.parts[0].url, { method: "PUT", body: source });
-    await call(host.url, `/v1/uploads/${started.body.upload.id}/complete`, { body: {}, headers: auth });
+    drmAsset = (await uploadAsset(host.url, auth, source, "protected", { drm: true })).assetId;
     expect((await settledAsset(host.url, auth, clearAsset)).status).toBe("ready");
     expect((await settledAsset(host.url, auth, drmAsset)).status).toBe("ready");
   }, 120_000);
-  afterAll(async () => {
-    await host?.close(1_000);
-    await rm(dir, { recursive: true, force: true });
-  });
 
   const session = (assetId: string) =>
     call(host.url, "/v1/playback/sessions", { body: { asset_id: assetId }, headers: auth });
@@ -225,7 +206,7 @@ describe("revocation across nodes", () => {
       VOD_BASE_URL: "https://api.vod.test",
     });
     // Two nodes on one data directory (same keys), one store of record, caches of their own.
-    const a = await startHost(config, { ...shared, clock, jobQueue: memoryJobQueue(storage.state) });
+    const a = await startHost(config, { ...shared, clock, jobQueue: memoryJobQueue(storage) });
     const b = await startHost(
       { ...config, jobs: { ...config.jobs, workerConcurrency: 0 } },
       { ...shared, clock },

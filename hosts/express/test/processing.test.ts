@@ -4,16 +4,16 @@ import { mkdir, mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { suiteName, temporarySchemas, testServices } from "@vod/contract-tests";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describeWith, suiteScratch } from "./suites.js";
 import {
+  assetReads,
   call,
+  eventually,
   freePort,
   makeVideo,
-  type Spawned,
   settledAsset,
   signUp,
-  spawnCli,
   startServe,
   stop,
   uploadAsset,
@@ -133,96 +133,74 @@ describe("processing past its time limit", () => {
   }, 120_000);
 });
 
-const { databaseUrl } = testServices();
+describeWith(["database"], "a worker killed in the middle of a job (postgres server)", ({ databaseUrl }) => {
+  const suite = suiteScratch("vod-kill-");
+  const schemas = suite.schemas(databaseUrl, "vod_worker");
 
-describe.skipIf(databaseUrl === null)(
-  suiteName(
-    "a worker killed in the middle of a job (postgres server)",
-    databaseUrl !== null,
-    "VOD_TEST_DATABASE_URL",
-  ),
-  () => {
-    const schemas = temporarySchemas(databaseUrl ?? "", "vod_worker");
-    const spawned: Spawned[] = [];
-    let dataDir: string;
-    afterAll(async () => {
-      await Promise.all(spawned.map((s) => stop(s)));
-      await schemas.dropAll();
-      if (dataDir) await rm(dataDir, { recursive: true, force: true });
+  it("runs the job again on another worker, the asset still reaches ready, and the killed worker's scratch is removed", async () => {
+    const dataDir = await suite.dir();
+    const env = {
+      VOD_DATA_DIR: dataDir,
+      VOD_DATABASE_URL: databaseUrl,
+      VOD_DATABASE_SCHEMA: schemas.fresh(),
+      VOD_LOG_LEVEL: "info",
+      // A lost job comes back after its lease and the next maintenance pass: short here, to wait less.
+      VOD_JOB_LEASE_SECONDS: "10",
+      VOD_JOB_MAINTENANCE_SECONDS: "1",
+      VOD_JOB_RETRY_DELAY_SECONDS: "1",
+    };
+    // The API host runs no jobs; workers are processes of their own, as in the server set.
+    const api = await suite.serve({ ...env, VOD_WORKER_CONCURRENCY: "0" });
+    // The workers' scratch space, to see what a killed one leaves behind.
+    const scratch = join(dataDir, "tmp");
+    await mkdir(scratch);
+    const workerEnv = { ...env, TMPDIR: scratch };
+    const first = suite.spawn("worker", workerEnv);
+    await first.waitFor('"msg":"worker started"');
+
+    const auth = await signUp(api.url, "kill");
+    const source = join(dataDir, "long.mp4");
+    await makeVideo(source, { width: 1280, height: 720, seconds: 20, fps: 30 });
+    const { assetId } = await uploadAsset(api.url, auth, await readFile(source), "long");
+    await first.waitFor('"msg":"processing started"');
+    // The worker logs the start before it commits the move to processing: kill it only once
+    // the asset reads processing, so the kill lands mid-job, not before the job began.
+    await assetReads(api.url, auth, assetId, "processing");
+    const leftBy = (pid: number | undefined) => async () =>
+      (await readdir(scratch)).filter((name) => name.startsWith(`vod-ffmpeg-p${pid}-`));
+    const firstScratch = leftBy(first.child.pid);
+    await eventually(
+      "the first worker making its scratch directory",
+      async () => (await firstScratch()).length > 0,
+      30_000,
+      50,
+    );
+    first.child.kill("SIGKILL");
+    await new Promise((r) => first.child.once("exit", r));
+    const during = await call(api.url, `/v1/assets/${assetId}`, { headers: auth });
+    expect(during.body.asset.status).toBe("processing");
+
+    expect(await firstScratch()).toHaveLength(1);
+
+    const second = suite.spawn("worker", workerEnv);
+    const asset = await settledAsset(api.url, auth, assetId, 150_000);
+    expect(asset).toMatchObject({
+      status: "ready",
+      source_width: 1280,
+      source_height: 720,
+      source_codec: "h264",
     });
-
-    it("runs the job again on another worker, the asset still reaches ready, and the killed worker's scratch is removed", async () => {
-      dataDir = await mkdtemp(join(tmpdir(), "vod-kill-"));
-      const env = {
-        VOD_DATA_DIR: dataDir,
-        VOD_DATABASE_URL: databaseUrl ?? "",
-        VOD_DATABASE_SCHEMA: schemas.fresh(),
-        VOD_LOG_LEVEL: "info",
-        // A lost job comes back after its lease and the next maintenance pass: short here, to wait less.
-        VOD_JOB_LEASE_SECONDS: "10",
-        VOD_JOB_MAINTENANCE_SECONDS: "1",
-        VOD_JOB_RETRY_DELAY_SECONDS: "1",
-      };
-      // The API host runs no jobs; workers are processes of their own, as in the server set.
-      const api = await startServe({ ...env, VOD_WORKER_CONCURRENCY: "0" }, await freePort());
-      spawned.push(api);
-      // The workers' scratch space, to see what a killed one leaves behind.
-      const scratch = join(dataDir, "tmp");
-      await mkdir(scratch);
-      const workerEnv = { ...env, TMPDIR: scratch };
-      const first = spawnCli("worker", workerEnv);
-      spawned.push(first);
-      await first.waitFor('"msg":"worker started"');
-
-      const auth = await signUp(api.url, "kill");
-      const source = join(dataDir, "long.mp4");
-      await makeVideo(source, { width: 1280, height: 720, seconds: 20, fps: 30 });
-      const { assetId } = await uploadAsset(api.url, auth, await readFile(source), "long");
-      await first.waitFor('"msg":"processing started"');
-      // The worker logs the start before it commits the move to processing: kill it only once
-      // the asset reads processing, so the kill lands mid-job, not before the job began.
-      const until = Date.now() + 30_000;
-      while (
-        (await call(api.url, `/v1/assets/${assetId}`, { headers: auth })).body.asset.status !== "processing"
-      ) {
-        if (Date.now() > until) throw new Error("the asset never reached processing");
-        await new Promise((r) => setTimeout(r, 50));
-      }
-      const leftBy = (pid: number | undefined) => async () =>
-        (await readdir(scratch)).filter((name) => name.startsWith(`vod-ffmpeg-p${pid}-`));
-      const firstScratch = leftBy(first.child.pid);
-      while ((await firstScratch()).length === 0) {
-        if (Date.now() > until) throw new Error("the first worker never made its scratch directory");
-        await new Promise((r) => setTimeout(r, 50));
-      }
-      first.child.kill("SIGKILL");
-      await new Promise((r) => first.child.once("exit", r));
-      const during = await call(api.url, `/v1/assets/${assetId}`, { headers: auth });
-      expect(during.body.asset.status).toBe("processing");
-
-      expect(await firstScratch()).toHaveLength(1);
-
-      const second = spawnCli("worker", workerEnv);
-      spawned.push(second);
-      const asset = await settledAsset(api.url, auth, assetId, 150_000);
-      expect(asset).toMatchObject({
-        status: "ready",
-        source_width: 1280,
-        source_height: 720,
-        source_codec: "h264",
-      });
-      // The asset turns ready a moment before the worker logs it; a busy machine may even have
-      // run a third attempt beside the second (the lease is short here): either way a later
-      // attempt than the killed one finished the job.
-      await second.waitFor('"msg":"processing done"', 60_000);
-      const done = second
-        .output()
-        .split("\n")
-        .filter((line) => line.includes('"msg":"processing done"') && line.includes(assetId));
-      expect(done.length).toBeGreaterThan(0);
-      expect(done.every((line) => /"attempt":[2-9]/.test(line))).toBe(true);
-      // The killed worker could not clean up after itself; the next one did.
-      expect(await firstScratch()).toEqual([]);
-    }, 240_000);
-  },
-);
+    // The asset turns ready a moment before the worker logs it; a busy machine may even have
+    // run a third attempt beside the second (the lease is short here): either way a later
+    // attempt than the killed one finished the job.
+    await second.waitFor('"msg":"processing done"', 60_000);
+    const done = second
+      .output()
+      .split("\n")
+      .filter((line) => line.includes('"msg":"processing done"') && line.includes(assetId));
+    expect(done.length).toBeGreaterThan(0);
+    expect(done.every((line) => /"attempt":[2-9]/.test(line))).toBe(true);
+    // The killed worker could not clean up after itself; the next one did.
+    expect(await firstScratch()).toEqual([]);
+  }, 240_000);
+});

@@ -1,10 +1,36 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
+import { generateSigningKeys } from "@vod/adapter-jose";
+import {
+  type MemoryJobQueueOptions,
+  type MemoryStorage,
+  memoryJobQueue,
+  memoryStorage,
+} from "@vod/adapter-memory";
+import { loadConfig, startHost } from "@vod/host-express";
 
 /** The CLI as `npm start` runs it, from the build that `npm test` makes before vitest. */
 export const cli = fileURLToPath(new URL("../dist/bin/vod.js", import.meta.url));
+
+/**
+ * The host in this process on memory storage (a new one unless given) and the memory job queue
+ * over it (`queue`: its options); `overrides` give any other port.
+ */
+export const startMemoryHost = (
+  env: Record<string, string>,
+  overrides: NonNullable<Parameters<typeof startHost>[1]> & { readonly storage?: MemoryStorage } = {},
+  queue: MemoryJobQueueOptions = {},
+) => {
+  const storage = overrides.storage ?? memoryStorage();
+  return startHost(loadConfig({ PORT: "0", VOD_HOST: "127.0.0.1", ...env }), {
+    ...overrides,
+    storage,
+    jobQueue: memoryJobQueue(storage, queue),
+  });
+};
 
 export const freePort = () =>
   new Promise<number>((resolve) => {
@@ -44,29 +70,56 @@ export const spawnCli = (command: "serve" | "worker", env: Record<string, string
   return { child, output: () => output, waitFor };
 };
 
+export const exited = (spawned: Pick<Spawned, "child">) =>
+  spawned.child.exitCode !== null || spawned.child.signalCode !== null;
+
+/** Until `check` holds, looking every `everyMs`; past `timeoutMs` it fails, saying `what` never happened. */
+export const eventually = async (
+  what: string,
+  check: () => boolean | Promise<boolean>,
+  timeoutMs = 30_000,
+  everyMs = 100,
+) => {
+  const until = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > until) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+};
+
+/** Until a started `vod serve` answers /healthz with 200; one that exits on the way fails with its output. */
+export const healthy = async (spawned: Spawned, url: string) => {
+  try {
+    await eventually(
+      "/healthz answering 200",
+      async () => {
+        if (exited(spawned)) throw new Error(`serve exited while starting:\n${spawned.output()}`);
+        return fetch(`${url}/healthz`).then(
+          (r) => r.status === 200,
+          () => false,
+        );
+      },
+      60_000,
+    );
+  } catch (e) {
+    spawned.child.kill("SIGKILL");
+    throw exited(spawned) ? e : new Error(`serve never answered /healthz:\n${spawned.output()}`);
+  }
+};
+
 /** Starts `vod serve` on `port` and waits until /healthz answers 200. */
 export const startServe = async (env: Record<string, string>, port: number) => {
   const spawned = spawnCli("serve", { ...env, PORT: String(port), VOD_HOST: "127.0.0.1" });
   const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 600; i++) {
-    if (spawned.child.exitCode !== null) throw new Error(`host exited early:\n${spawned.output()}`);
-    const ok = await fetch(`${url}/healthz`).then(
-      (r) => r.status === 200,
-      () => false,
-    );
-    if (ok) return { ...spawned, url };
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  spawned.child.kill("SIGKILL");
-  throw new Error(`host did not answer /healthz:\n${spawned.output()}`);
+  await healthy(spawned, url);
+  return { ...spawned, url };
 };
 
 /** SIGTERM, then the exit code. */
 export const stop = (spawned: Pick<Spawned, "child">) =>
   new Promise<number | null>((resolve) => {
     // Killed by a signal, a child keeps exitCode null and sets signalCode instead.
-    if (spawned.child.exitCode !== null || spawned.child.signalCode !== null)
-      return resolve(spawned.child.exitCode);
+    if (exited(spawned)) return resolve(spawned.child.exitCode);
     spawned.child.once("exit", (code) => resolve(code));
     spawned.child.kill("SIGTERM");
   });
@@ -123,6 +176,14 @@ export const makeVideo = async (
   await promisify(execFile)("ffmpeg", args);
 };
 
+/** The secrets every process of one deployment shares: given to each, not made per data directory. */
+export const deploymentSecrets = async () => ({
+  VOD_SIGNING_KEYS: JSON.stringify(await generateSigningKeys()),
+  VOD_CURSOR_SECRET: randomBytes(32).toString("hex"),
+  VOD_UPLOAD_URL_SECRET: randomBytes(32).toString("hex"),
+  VOD_DRM_MASTER_KEY: randomBytes(32).toString("hex"),
+});
+
 /** Signs up a fresh tenant and answers its bearer header. */
 export const signUp = async (url: string, tag: string) => {
   const res = await call(url, "/v1/auth/signup", {
@@ -135,17 +196,22 @@ export const signUp = async (url: string, tag: string) => {
   return { authorization: `Bearer ${res.body.access_token}` };
 };
 
-/** Creates an asset and uploads `bytes` through the part URLs, then completes the upload. */
+/**
+ * Creates an asset (`drm` as given) and uploads `bytes` through the part URLs, declaring `sha256`
+ * if given, then completes the upload.
+ */
 export const uploadAsset = async (
   url: string,
   auth: Record<string, string>,
   bytes: Uint8Array,
   title = "clip",
+  options: { readonly drm?: boolean; readonly sha256?: string } = {},
 ) => {
-  const created = await call(url, "/v1/assets", { body: { title }, headers: auth });
+  const { drm, sha256 } = options;
+  const created = await call(url, "/v1/assets", { body: { title, drm }, headers: auth });
   const assetId: string = created.body.asset.id;
   const started = await call(url, "/v1/uploads", {
-    body: { asset_id: assetId, size_bytes: bytes.length },
+    body: { asset_id: assetId, size_bytes: bytes.length, sha256 },
     headers: auth,
   });
   if (started.status !== 201) throw new Error(`start: ${started.status} ${JSON.stringify(started.body)}`);
@@ -164,6 +230,21 @@ export const uploadAsset = async (
     throw new Error(`complete: ${completed.status} ${JSON.stringify(completed.body)}`);
   return { assetId, uploadId: id, tenantId: completed.body.asset.tenant_id as string | undefined };
 };
+
+/** Until the asset reads `status`: a worker's log line comes before the move it reports commits. */
+export const assetReads = (
+  url: string,
+  auth: Record<string, string>,
+  assetId: string,
+  status: string,
+  timeoutMs = 30_000,
+) =>
+  eventually(
+    `asset ${assetId} reading ${status}`,
+    async () => (await call(url, `/v1/assets/${assetId}`, { headers: auth })).body.asset.status === status,
+    timeoutMs,
+    50,
+  );
 
 /** Polls the asset until it leaves uploaded/processing. */
 export const settledAsset = async (
