@@ -1,7 +1,15 @@
 import { Effect, Schema } from "effect";
 import { Requests as Rq, Resources as Rs } from "../schema/index.js";
 import type { Principal } from "../use-cases/authenticate.js";
-import { type AuthedCall, authedOperation, type Operation, publicOperation } from "./operation.js";
+import type { Vod } from "../vod.js";
+import {
+  type AuthedCall,
+  authedOperation,
+  type Operation,
+  type PublicCall,
+  publicOperation,
+  type Reply,
+} from "./operation.js";
 
 const body = <A, I>(schema: Schema.Schema<A, I>) => Schema.Struct({ body: schema });
 const params = Schema.Struct({ params: Rq.IdParams });
@@ -265,6 +273,158 @@ export const revokePlaybackSession = authedOperation({
   run: (vod, { params }, call) => vod.playback.revoke(call.principal, params.id),
 });
 
+export const uploadPart = publicOperation({
+  id: "uploadPart",
+  method: "PUT",
+  path: "/v1/uploads/:id/parts/:number",
+  summary: "Upload one part's bytes to the signed URL `startUpload` or `resumeUpload` gave.",
+  app: "media",
+  credential: { token: "part-signature", in: "query" },
+  body: { kind: "stream", mediaType: "application/octet-stream" },
+  // Browsers upload parts straight from a page, and read the ETag.
+  cors: {
+    allowHeaders: ["content-type", "content-md5", "x-request-id"],
+    exposeHeaders: ["ETag", "x-request-id"],
+  },
+  status: 200,
+  input: Schema.Struct({ params: Rq.PartParams, query: Rq.PartUrlQuery }),
+  output: null,
+  errors: ["UploadInProgress"],
+  run: (vod, { params, query }, call) =>
+    vod.uploads.receivePart(
+      {
+        uploadId: params.id,
+        number: params.number,
+        tenantId: query.t,
+        expiresSec: query.e,
+        signature: query.s,
+      },
+      call.stream ?? noBytes(),
+    ),
+  reply: {
+    kind: { kind: "headers", headers: { ETag: "the part's ETag, quoted" } },
+    of: ({ etag }) => ({ status: 200, headers: { etag: `"${etag}"` } }),
+  },
+});
+
+async function* noBytes(): AsyncIterable<Uint8Array> {}
+
+type Opened = Effect.Effect.Success<ReturnType<Vod["playback"]["open"]>>;
+
+/** A media file as HTTP answers it: whole or by range, a redirect to the store, or 416. */
+const fileReply = (file: Opened, vod: Vod): Reply => {
+  if (file.kind === "unsatisfiable")
+    return { status: 416, headers: { "content-range": `bytes */${file.size}` } };
+  // The signed URL is short-lived: no cache may keep the redirect longer than it works.
+  if (file.kind === "redirect")
+    return { status: 302, headers: { location: file.url, "cache-control": "private, no-store" } };
+  // Private: the URL carries a credential. Segments never change; playlists are re-read.
+  const maxAge = Math.max(0, Math.min(86_400, Math.floor((file.expiresAt - vod.ports.clock.now()) / 1000)));
+  const headers = {
+    "cache-control": file.playlist ? "private, no-cache" : `private, max-age=${maxAge}, immutable`,
+    "content-type": file.contentType,
+    "accept-ranges": "bytes",
+  };
+  if (!file.range)
+    return { status: 200, headers: { ...headers, "content-length": String(file.size) }, stream: file.body };
+  return {
+    status: 206,
+    headers: {
+      ...headers,
+      "content-range": `bytes ${file.range.start}-${file.range.end}/${file.size}`,
+      "content-length": String(file.range.end - file.range.start + 1),
+    },
+    stream: file.body,
+  };
+};
+
+export const playFile = publicOperation({
+  id: "playFile",
+  method: "GET",
+  path: "/v1/play/:token/*path",
+  summary: "A manifest, segment or key file of a playback session; byte ranges supported.",
+  app: "media",
+  credential: { token: "playback", in: "path" },
+  body: { kind: "none" },
+  // A file name with a NUL is no file of the asset: 404 like any other.
+  lenient: { nul: true },
+  cors: { allowHeaders: ["range"], exposeHeaders: ["content-length", "content-range", "accept-ranges"] },
+  status: 200,
+  input: Schema.Struct({ params: Rq.PlayParams }),
+  output: null,
+  errors: ["Forbidden", "PlaybackUnavailable"],
+  run: (vod, { params }, call) => vod.playback.open(params.token, params.path, call.range),
+  reply: { kind: { kind: "file" }, of: (file, vod) => fileReply(file, vod) },
+});
+
+/** DECISIONS: a telemetry batch is at most 32 KiB, refused before it is read whole. */
+export const TELEMETRY_MAX_BYTES = 32 * 1024;
+
+export const telemetry = publicOperation({
+  id: "telemetry",
+  method: "POST",
+  path: "/v1/telemetry",
+  summary: "A player's batch of playback events, with the playback token in the body.",
+  app: "media",
+  credential: { token: "playback", in: "body" },
+  // Beacons go as text/plain (no CORS preflight) as often as JSON.
+  body: { kind: "text", maxBytes: TELEMETRY_MAX_BYTES, mediaTypes: ["text/plain", "application/json"] },
+  // Invalid events, a NUL in one included, are dropped and counted; the batch stands.
+  lenient: { unknownFields: true, nul: true },
+  cors: { allowHeaders: ["content-type"], exposeHeaders: ["x-telemetry-accepted"] },
+  status: 204,
+  input: body(Rq.TelemetryBatch),
+  output: null,
+  errors: ["Forbidden", "RateLimited"],
+  run: (vod, input) => vod.playback.telemetry(input.body),
+  reply: {
+    kind: { kind: "headers", headers: { "x-telemetry-accepted": "how many events were stored" } },
+    of: ({ accepted }) => ({ status: 204, headers: { "x-telemetry-accepted": String(accepted) } }),
+  },
+});
+
+export const entitlement = publicOperation({
+  id: "entitlement",
+  method: "POST",
+  path: "/v1/drm/entitlement",
+  summary: "The DRM entitlement of a playback session: licence URL and token.",
+  app: "drm",
+  credential: { token: "playback", in: "bearer" },
+  body: { kind: "none" },
+  cors: { allowHeaders: ["authorization", "content-type"] },
+  status: 200,
+  input: none,
+  output: Rs.Entitlement,
+  errors: ["Forbidden", "Conflict"],
+  run: (vod, _input, call) => vod.playback.entitlement(call.credentials.bearer),
+});
+
+const LICENSE_TOKEN = "x-vod-license-token";
+
+const headerOf = (call: PublicCall, name: string) => {
+  const value = call.headers?.[name];
+  return typeof value === "string" ? value : undefined;
+};
+
+export const clearKeyLicense = publicOperation({
+  id: "clearKeyLicense",
+  method: "POST",
+  path: "/v1/drm/clearkey/license",
+  summary: "A W3C ClearKey licence for the requested key ids.",
+  app: "drm",
+  credential: { token: "license", in: "header", name: LICENSE_TOKEN },
+  // EME players post the licence request as raw bytes; whatever its content type, it is JSON.
+  body: { kind: "text", maxBytes: 16 * 1024, mediaTypes: ["application/json", "application/octet-stream"] },
+  lenient: { unknownFields: true },
+  cors: { allowHeaders: ["content-type", LICENSE_TOKEN] },
+  status: 200,
+  input: body(Rq.ClearKeyRequest),
+  output: Rs.ClearKeyLicense,
+  // The asset has no content key.
+  errors: ["Forbidden", "NotFound"],
+  run: (vod, input, call) => vod.playback.clearKeyLicense(headerOf(call, LICENSE_TOKEN), input.body),
+});
+
 /** Every operation of the API, in the spec's order. */
 export const operations: ReadonlyArray<Operation> = [
   signup,
@@ -286,4 +446,9 @@ export const operations: ReadonlyArray<Operation> = [
   completeUpload,
   createPlaybackSession,
   revokePlaybackSession,
+  uploadPart,
+  playFile,
+  telemetry,
+  entitlement,
+  clearKeyLicense,
 ];

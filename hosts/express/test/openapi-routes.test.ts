@@ -4,14 +4,7 @@ import { join } from "node:path";
 import { Writable } from "node:stream";
 import { filesystemObjectStore } from "@vod/adapter-filesystem";
 import { memoryJobQueue, memoryStorage } from "@vod/adapter-memory";
-import {
-  createApiApp,
-  createLogger,
-  loadConfig,
-  type RunningHost,
-  routesBesideCatalog,
-  startHost,
-} from "@vod/host-express";
+import { createApiApp, createLogger, loadConfig, type RunningHost, startHost } from "@vod/host-express";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 interface Layer {
@@ -68,11 +61,10 @@ describe("the OpenAPI document the host serves", () => {
     const documented = Object.entries(doc.paths)
       .flatMap(([path, methods]) => Object.keys(methods).map((method) => `${method.toUpperCase()} ${path}`))
       .sort();
-    // The app as the host composes it: the catalog behind the routers mounted beside it.
+    // The app as the host composes it: every route of the catalog and the host's own.
     const app = createApiApp({
       vod: host.vod,
       logger: createLogger("error", new Writable({ write: (_c, _e, done) => done() })),
-      routes: routesBesideCatalog(host.vod),
     }) as unknown as { router: { stack: ReadonlyArray<Layer> } };
     // CORS preflights are answered for browsers by the CORS middleware; they are no API operation.
     const routes = [...new Set(mounted(app.router.stack))].filter((r) => !r.startsWith("OPTIONS ")).sort();
