@@ -158,19 +158,20 @@ type FieldPath = ReadonlyArray<string | number>;
 
 /**
  * The one way a request's input becomes `invalid_request`: one `{ path, message }` per failing
- * field (the path relative to body, query or params) in `details.fields`, the first also in the
- * message. `fallback` is the message when no field is named.
+ * field (the path relative to body, query or params; empty for the request as a whole) in
+ * `details.fields`. Hosts use it for what their HTTP layer refuses (framing, content type).
  */
-export const invalidFields = (
+export const invalidInput = (message: string, fields: ReadonlyArray<{ path: FieldPath; message: string }>) =>
+  new InvalidRequest({ message, details: { fields } });
+
+/** `invalidInput` named by its first field; `fallback` when no field is named. */
+const invalidFields = (
   fields: ReadonlyArray<{ path: FieldPath; message: string }>,
   fallback: string,
 ): InvalidRequest => {
   const first = fields[0];
   const where = first && first.path.length > 0 ? `${first.path.join(".")}: ` : "";
-  return new InvalidRequest({
-    message: first ? `${where}${first.message}` : fallback,
-    details: { fields },
-  });
+  return invalidInput(first ? `${where}${first.message}` : fallback, fields);
 };
 
 /** A schema's refusal of the input as `invalidFields`. */

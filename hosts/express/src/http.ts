@@ -4,7 +4,6 @@ import { type Duplex, Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import {
   type Credentials,
-  InvalidRequest,
   NotFound,
   type Operation,
   PayloadTooLarge,
@@ -14,7 +13,7 @@ import {
 } from "@vod/core";
 import { Cause, Effect, Exit, Option } from "effect";
 import type { ErrorRequestHandler, Request, RequestHandler, Response } from "express";
-import { type ErrorReply, errorReply, replyForCause, requestErrorOf } from "./errors.js";
+import { type ErrorReply, errorReply, replyForCause, requestErrorOf, wholeRequest } from "./errors.js";
 import type { Logger } from "./logger.js";
 
 declare module "express-serve-static-core" {
@@ -269,12 +268,10 @@ export const requireJsonBody: RequestHandler = (req, res, next) => {
   sendError(
     res,
     errorReply(
-      new InvalidRequest({
-        message: "request body must be JSON (Content-Type: application/json)",
-        details: {
-          fields: [{ path: [], message: `unsupported content type ${req.get("content-type") ?? "(none)"}` }],
-        },
-      }),
+      wholeRequest(
+        "request body must be JSON (Content-Type: application/json)",
+        `unsupported content type ${req.get("content-type") ?? "(none)"}`,
+      ),
     ),
   );
 };
@@ -324,11 +321,7 @@ export const answerClientError =
       return;
     }
     const reply = errorReply(
-      requestErrorOf(err) ??
-        new InvalidRequest({
-          message: "malformed HTTP request",
-          details: { fields: [{ path: [], message: "the request is not valid HTTP/1.1" }] },
-        }),
+      requestErrorOf(err) ?? wholeRequest("malformed HTTP request", "the request is not valid HTTP/1.1"),
     );
     const body = JSON.stringify(reply.body);
     const head = [
