@@ -105,42 +105,38 @@ const fromOperation = (op: Operation): ReadonlyArray<DocumentedRoute> => {
     : [route];
 };
 
+/** A GET of the host's own that answers from memory: no credential, no input, no storage. */
+const hostRoute = (
+  id: string,
+  path: string,
+  summary: string,
+  success: DocumentedRoute["success"],
+): DocumentedRoute => ({
+  id,
+  method: "GET",
+  path,
+  summary,
+  app: "api",
+  credential: { kind: "none" },
+  input: Schema.Struct({}),
+  body: { kind: "none" },
+  success,
+  stateful: false,
+  errors: [],
+});
+
 /** The host's own routes; these stay outside the catalog. */
 const hostRoutes: ReadonlyArray<DocumentedRoute> = [
-  {
-    id: "health",
-    method: "GET",
-    path: "/healthz",
-    summary: "Liveness: 200 once the process serves.",
-    app: "api",
-    credential: { kind: "none" },
-    input: Schema.Struct({}),
-    body: { kind: "none" },
-    success: {
-      status: 200,
-      description: "Serving",
-      content: Schema.Struct({ status: Schema.Literal("ok") }),
-    },
-    stateful: false,
-    errors: [],
-  },
-  {
-    id: "openApi",
-    method: "GET",
-    path: "/v1/openapi.json",
-    summary: "This document.",
-    app: "api",
-    credential: { kind: "none" },
-    input: Schema.Struct({}),
-    body: { kind: "none" },
-    success: {
-      status: 200,
-      description: "The OpenAPI 3.1 document",
-      content: { mediaType: "application/json" },
-    },
-    stateful: false,
-    errors: [],
-  },
+  hostRoute("health", "/healthz", "Liveness: 200 once the process serves.", {
+    status: 200,
+    description: "Serving",
+    content: Schema.Struct({ status: Schema.Literal("ok") }),
+  }),
+  hostRoute("openApi", "/v1/openapi.json", "This document.", {
+    status: 200,
+    description: "The OpenAPI 3.1 document",
+    content: { mediaType: "application/json" },
+  }),
 ];
 
 /** An optional field's type is a union with `undefined`, which a parameter says by `required`. */

@@ -1,31 +1,76 @@
 import { Effect, Schema } from "effect";
+import type { VodError } from "../errors.js";
 import { Requests as Rq, Resources as Rs } from "../schema/index.js";
-import type { Principal } from "../use-cases/authenticate.js";
+import type { Principal, Requirement } from "../use-cases/authenticate.js";
 import type { Vod } from "../vod.js";
 import {
   type AuthedCall,
   authedOperation,
+  type HttpMethod,
   type Operation,
   type PublicCall,
   publicOperation,
   type Reply,
 } from "./operation.js";
 
-const body = <A, I>(schema: Schema.Schema<A, I>) => Schema.Struct({ body: schema });
 const params = Schema.Struct({ params: Rq.IdParams });
+
+/** An entry's head: `METHOD /path`, its id and its success status. */
+const at = <M extends HttpMethod>(route: `${M} /${string}`, id: string, status: 200 | 201 | 204) => {
+  const space = route.indexOf(" ");
+  return { id, method: route.slice(0, space) as M, path: route.slice(space + 1), status };
+};
+
+/** An operation on the tenant's resource its path's `:id` names: who may, what it answers, the use case. */
+const onId = <O, OE>(
+  auth: Requirement,
+  output: Schema.Schema<O, OE> | null,
+  use: (vod: Vod) => (principal: Principal, id: string) => Effect.Effect<O, VodError>,
+) => ({
+  auth,
+  input: params,
+  output,
+  run: (vod: Vod, input: typeof params.Type, call: AuthedCall) => use(vod)(call.principal, input.params.id),
+});
+
+/** An operation of the tenant's made from its JSON body: who may, the body, the answer, the use case. */
+const onBody = <A, I, O, OE>(
+  auth: Requirement,
+  request: Schema.Schema<A, I>,
+  output: Schema.Schema<O, OE>,
+  use: (vod: Vod) => (principal: Principal, body: A) => Effect.Effect<O, VodError>,
+) => ({
+  auth,
+  input: body(request),
+  output,
+  run: (vod: Vod, input: { readonly body: A }, call: AuthedCall) => use(vod)(call.principal, input.body),
+});
+
+const body = <A, I>(schema: Schema.Schema<A, I>) => Schema.Struct({ body: schema });
 const none = Schema.Struct({});
 
 const User = Schema.Struct({ user: Rs.User, ...Rs.TokenFields });
 type UserCall = AuthedCall & { principal: Principal & { kind: "user" } };
 const asUser = (call: AuthedCall) => call as UserCall;
-const userOnly = ["user"] as const;
+const read = { scope: "read" } as const;
+const write = { scope: "write" } as const;
+const admin = { scope: "admin" } as const;
+const readAsUser = { scope: "read", kinds: ["user"] } as const;
+
+const AssetReply = Schema.Struct({ asset: Rs.Asset });
+const ApiKeyCreated = Schema.Struct({
+  id: Schema.String,
+  name: Schema.String,
+  prefix: Schema.String,
+  scopes: Schema.Array(Rs.Scope),
+  created_at: Rs.EpochMs,
+  key: Schema.String,
+});
+const UploadStarted = Schema.Struct({ upload: Rs.UploadStarted });
 
 export const signup = publicOperation({
-  id: "signup",
-  method: "POST",
-  path: "/v1/auth/signup",
+  ...at("POST /v1/auth/signup", "signup", 201),
   summary: "Create a tenant and its owner user, and sign in.",
-  status: 201,
   input: body(Rq.SignupBody),
   output: Schema.Struct({ user: Rs.User, tenant: Rs.Tenant, ...Rs.TokenFields }),
   errors: ["Conflict", "RateLimited"],
@@ -33,11 +78,8 @@ export const signup = publicOperation({
 });
 
 export const login = publicOperation({
-  id: "login",
-  method: "POST",
-  path: "/v1/auth/login",
+  ...at("POST /v1/auth/login", "login", 200),
   summary: "Sign in with email and password.",
-  status: 200,
   input: body(Rq.LoginBody),
   output: User,
   errors: ["Unauthorized", "Forbidden", "RateLimited"],
@@ -45,11 +87,8 @@ export const login = publicOperation({
 });
 
 export const google = publicOperation({
-  id: "google",
-  method: "POST",
-  path: "/v1/auth/google",
+  ...at("POST /v1/auth/google", "google", 200),
   summary: "Sign in with a Google ID token; creates the account when the identity is new.",
-  status: 200,
   input: body(Rq.GoogleBody),
   output: Schema.Struct({ user: Rs.User, ...Rs.TokenFields, created: Schema.Boolean }),
   errors: ["Unauthorized", "Forbidden", "Conflict", "RateLimited"],
@@ -57,11 +96,8 @@ export const google = publicOperation({
 });
 
 export const refresh = publicOperation({
-  id: "refresh",
-  method: "POST",
-  path: "/v1/auth/refresh",
+  ...at("POST /v1/auth/refresh", "refresh", 200),
   summary: "Rotate a refresh token: the presented one is invalidated and a new pair issued.",
-  status: 200,
   input: body(Rq.RefreshBody),
   output: Rs.Tokens,
   errors: ["Unauthorized", "Forbidden", "RateLimited"],
@@ -69,36 +105,27 @@ export const refresh = publicOperation({
 });
 
 export const logout = authedOperation({
-  id: "logout",
-  method: "POST",
-  path: "/v1/auth/logout",
+  ...at("POST /v1/auth/logout", "logout", 204),
   summary: "End the access token's session, and the given refresh token's session.",
-  status: 204,
-  auth: { scope: "read", kinds: userOnly },
+  auth: readAsUser,
   input: body(Rq.LogoutBody),
   output: null,
   run: (vod, { body }, call) => vod.accounts.logout(asUser(call).principal, body.refresh_token),
 });
 
 export const changePassword = authedOperation({
-  id: "changePassword",
-  method: "POST",
-  path: "/v1/auth/password",
+  ...at("POST /v1/auth/password", "changePassword", 204),
   summary: "Change the current user's password; every other session of the user ends.",
-  status: 204,
-  auth: { scope: "read", kinds: userOnly },
+  auth: readAsUser,
   input: body(Rq.PasswordChangeBody),
   output: null,
   run: (vod, { body }, call) => vod.accounts.changePassword(asUser(call).principal, body),
 });
 
 export const me = authedOperation({
-  id: "me",
-  method: "GET",
-  path: "/v1/auth/me",
+  ...at("GET /v1/auth/me", "me", 200),
   summary: "The identity behind the credential.",
-  status: 200,
-  auth: { scope: "read" },
+  auth: read,
   input: none,
   output: Schema.Union(
     Schema.Struct({
@@ -119,129 +146,71 @@ export const me = authedOperation({
 });
 
 export const listApiKeys = authedOperation({
-  id: "listApiKeys",
-  method: "GET",
-  path: "/v1/api-keys",
+  ...at("GET /v1/api-keys", "listApiKeys", 200),
   summary: "API keys of the tenant, newest first, at most 500.",
-  status: 200,
-  auth: { scope: "read" },
+  auth: read,
   input: none,
   output: Schema.Struct({ data: Schema.Array(Rs.ApiKey) }),
   run: (vod, _input, call) => vod.apiKeys.list(call.principal),
 });
 
 export const createApiKey = authedOperation({
-  id: "createApiKey",
-  method: "POST",
-  path: "/v1/api-keys",
+  ...at("POST /v1/api-keys", "createApiKey", 201),
   summary: "Create an API key; the full key is in this response only.",
-  status: 201,
-  auth: { scope: "admin" },
-  input: body(Rq.CreateApiKeyBody),
-  output: Schema.Struct({
-    id: Schema.String,
-    name: Schema.String,
-    prefix: Schema.String,
-    scopes: Schema.Array(Rs.Scope),
-    created_at: Rs.EpochMs,
-    key: Schema.String,
-  }),
-  run: (vod, { body }, call) => vod.apiKeys.create(call.principal, body),
+  ...onBody(admin, Rq.CreateApiKeyBody, ApiKeyCreated, (vod) => vod.apiKeys.create),
 });
 
 export const revokeApiKey = authedOperation({
-  id: "revokeApiKey",
-  method: "DELETE",
-  path: "/v1/api-keys/:id",
+  ...at("DELETE /v1/api-keys/:id", "revokeApiKey", 204),
   summary: "Revoke an API key; it stops working at once.",
-  status: 204,
-  auth: { scope: "admin" },
-  input: params,
-  output: null,
-  run: (vod, { params }, call) => vod.apiKeys.revoke(call.principal, params.id),
+  ...onId(admin, null, (vod) => vod.apiKeys.revoke),
 });
 
 export const listAssets = authedOperation({
-  id: "listAssets",
-  method: "GET",
-  path: "/v1/assets",
+  ...at("GET /v1/assets", "listAssets", 200),
   summary: "Assets of the tenant, newest first, keyset paginated.",
-  status: 200,
-  auth: { scope: "read" },
+  auth: read,
   input: Schema.Struct({ query: Rq.ListAssetsQuery }),
   output: Schema.Struct({ data: Schema.Array(Rs.Asset), next_cursor: Schema.NullOr(Schema.String) }),
   run: (vod, { query }, call) => vod.assets.list(call.principal, query),
 });
 
 export const createAsset = authedOperation({
-  id: "createAsset",
-  method: "POST",
-  path: "/v1/assets",
+  ...at("POST /v1/assets", "createAsset", 201),
   summary: "Create an asset draft (pending, private).",
-  status: 201,
-  auth: { scope: "write" },
-  input: body(Rq.CreateAssetBody),
-  output: Schema.Struct({ asset: Rs.Asset }),
-  run: (vod, { body }, call) => vod.assets.create(call.principal, body),
+  ...onBody(write, Rq.CreateAssetBody, AssetReply, (vod) => vod.assets.create),
 });
 
 export const getAsset = authedOperation({
-  id: "getAsset",
-  method: "GET",
-  path: "/v1/assets/:id",
+  ...at("GET /v1/assets/:id", "getAsset", 200),
   summary: "One asset of the tenant.",
-  status: 200,
-  auth: { scope: "read" },
-  input: params,
-  output: Schema.Struct({ asset: Rs.Asset }),
-  run: (vod, { params }, call) => vod.assets.get(call.principal, params.id),
+  ...onId(read, AssetReply, (vod) => vod.assets.get),
 });
 
 export const startUpload = authedOperation({
-  id: "startUpload",
-  method: "POST",
-  path: "/v1/uploads",
+  ...at("POST /v1/uploads", "startUpload", 201),
   summary: "Start a multipart upload session for an asset: one upload URL per part.",
-  status: 201,
-  auth: { scope: "write" },
-  input: body(Rq.StartUploadBody),
-  output: Schema.Struct({ upload: Rs.UploadStarted }),
+  ...onBody(write, Rq.StartUploadBody, UploadStarted, (vod) => vod.uploads.start),
   errors: ["UploadInProgress"],
-  run: (vod, { body }, call) => vod.uploads.start(call.principal, body),
 });
 
 export const resumeUpload = authedOperation({
-  id: "resumeUpload",
-  method: "GET",
-  path: "/v1/uploads/:id",
+  ...at("GET /v1/uploads/:id", "resumeUpload", 200),
   summary: "Resume an upload: the parts stored so far and fresh URLs for the missing ones.",
-  status: 200,
-  auth: { scope: "read" },
-  input: params,
-  output: Schema.Struct({ upload: Rs.UploadResumed }),
-  run: (vod, { params }, call) => vod.uploads.resume(call.principal, params.id),
+  ...onId(read, Schema.Struct({ upload: Rs.UploadResumed }), (vod) => vod.uploads.resume),
 });
 
 export const abortUpload = authedOperation({
-  id: "abortUpload",
-  method: "DELETE",
-  path: "/v1/uploads/:id",
+  ...at("DELETE /v1/uploads/:id", "abortUpload", 204),
   summary: "Abort an upload session; its stored parts are removed.",
-  status: 204,
-  auth: { scope: "write" },
-  input: params,
-  output: null,
+  ...onId(write, null, (vod) => vod.uploads.abort),
   errors: ["UploadInProgress"],
-  run: (vod, { params }, call) => vod.uploads.abort(call.principal, params.id),
 });
 
 export const completeUpload = authedOperation({
-  id: "completeUpload",
-  method: "POST",
-  path: "/v1/uploads/:id/complete",
+  ...at("POST /v1/uploads/:id/complete", "completeUpload", 200),
   summary: "Verify the stored parts, assemble the origin file and start processing. Idempotent.",
-  status: 200,
-  auth: { scope: "write" },
+  auth: write,
   input: Schema.Struct({ params: Rq.IdParams, body: Rq.CompleteUploadBody }),
   output: Schema.Struct({ upload: Rs.UploadSession, asset: Rs.Asset }),
   errors: ["UploadInProgress"],
@@ -249,34 +218,20 @@ export const completeUpload = authedOperation({
 });
 
 export const createPlaybackSession = authedOperation({
-  id: "createPlaybackSession",
-  method: "POST",
-  path: "/v1/playback/sessions",
+  ...at("POST /v1/playback/sessions", "createPlaybackSession", 201),
   summary: "Mint a playback session for a ready asset: a signed token and its delivery URLs.",
-  status: 201,
-  auth: { scope: "read" },
-  input: body(Rq.CreatePlaybackBody),
-  output: Rs.PlaybackCreated,
+  ...onBody(read, Rq.CreatePlaybackBody, Rs.PlaybackCreated, (vod) => vod.playback.create),
   errors: ["UploadInProgress"],
-  run: (vod, { body }, call) => vod.playback.create(call.principal, body),
 });
 
 export const revokePlaybackSession = authedOperation({
-  id: "revokePlaybackSession",
-  method: "DELETE",
-  path: "/v1/playback/sessions/:id",
+  ...at("DELETE /v1/playback/sessions/:id", "revokePlaybackSession", 204),
   summary: "End a playback session; its token stops working everywhere within about two minutes.",
-  status: 204,
-  auth: { scope: "read" },
-  input: params,
-  output: null,
-  run: (vod, { params }, call) => vod.playback.revoke(call.principal, params.id),
+  ...onId(read, null, (vod) => vod.playback.revoke),
 });
 
 export const uploadPart = publicOperation({
-  id: "uploadPart",
-  method: "PUT",
-  path: "/v1/uploads/:id/parts/:number",
+  ...at("PUT /v1/uploads/:id/parts/:number", "uploadPart", 200),
   summary: "Upload one part's bytes to the signed URL `startUpload` or `resumeUpload` gave.",
   app: "media",
   credential: { token: "part-signature", in: "query" },
@@ -286,7 +241,6 @@ export const uploadPart = publicOperation({
     allowHeaders: ["content-type", "content-md5", "x-request-id"],
     exposeHeaders: ["ETag", "x-request-id"],
   },
-  status: 200,
   input: Schema.Struct({ params: Rq.PartParams, query: Rq.PartUrlQuery }),
   output: null,
   errors: ["UploadInProgress"],
@@ -339,9 +293,7 @@ const fileReply = (file: Opened, vod: Vod): Reply => {
 };
 
 export const playFile = publicOperation({
-  id: "playFile",
-  method: "GET",
-  path: "/v1/play/:token/*path",
+  ...at("GET /v1/play/:token/*path", "playFile", 200),
   summary: "A manifest, segment or key file of a playback session; byte ranges supported.",
   app: "media",
   credential: { token: "playback", in: "path" },
@@ -349,7 +301,6 @@ export const playFile = publicOperation({
   // A file name with a NUL is no file of the asset: 404 like any other.
   lenient: { nul: true },
   cors: { allowHeaders: ["range"], exposeHeaders: ["content-length", "content-range", "accept-ranges"] },
-  status: 200,
   input: Schema.Struct({ params: Rq.PlayParams }),
   output: null,
   errors: ["Forbidden", "PlaybackUnavailable"],
@@ -361,9 +312,7 @@ export const playFile = publicOperation({
 export const TELEMETRY_MAX_BYTES = 32 * 1024;
 
 export const telemetry = publicOperation({
-  id: "telemetry",
-  method: "POST",
-  path: "/v1/telemetry",
+  ...at("POST /v1/telemetry", "telemetry", 204),
   summary: "A player's batch of playback events, with the playback token in the body.",
   app: "media",
   credential: { token: "playback", in: "body" },
@@ -372,7 +321,6 @@ export const telemetry = publicOperation({
   // Invalid events, a NUL in one included, are dropped and counted; the batch stands.
   lenient: { unknownFields: true, nul: true },
   cors: { allowHeaders: ["content-type"], exposeHeaders: ["x-telemetry-accepted"] },
-  status: 204,
   input: body(Rq.TelemetryBatch),
   output: null,
   errors: ["Forbidden", "RateLimited"],
@@ -384,15 +332,12 @@ export const telemetry = publicOperation({
 });
 
 export const entitlement = publicOperation({
-  id: "entitlement",
-  method: "POST",
-  path: "/v1/drm/entitlement",
+  ...at("POST /v1/drm/entitlement", "entitlement", 200),
   summary: "The DRM entitlement of a playback session: licence URL and token.",
   app: "drm",
   credential: { token: "playback", in: "bearer" },
   body: { kind: "none" },
   cors: { allowHeaders: ["authorization", "content-type"] },
-  status: 200,
   input: none,
   output: Rs.Entitlement,
   errors: ["Forbidden", "Conflict"],
@@ -407,9 +352,7 @@ const headerOf = (call: PublicCall, name: string) => {
 };
 
 export const clearKeyLicense = publicOperation({
-  id: "clearKeyLicense",
-  method: "POST",
-  path: "/v1/drm/clearkey/license",
+  ...at("POST /v1/drm/clearkey/license", "clearKeyLicense", 200),
   summary: "A W3C ClearKey licence for the requested key ids.",
   app: "drm",
   credential: { token: "license", in: "header", name: LICENSE_TOKEN },
@@ -417,7 +360,6 @@ export const clearKeyLicense = publicOperation({
   body: { kind: "text", maxBytes: 16 * 1024, mediaTypes: ["application/json", "application/octet-stream"] },
   lenient: { unknownFields: true },
   cors: { allowHeaders: ["content-type", LICENSE_TOKEN] },
-  status: 200,
   input: body(Rq.ClearKeyRequest),
   output: Rs.ClearKeyLicense,
   // The asset has no content key.
