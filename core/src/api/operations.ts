@@ -334,8 +334,8 @@ export const telemetry = publicOperation({
 export const entitlement = publicOperation({
   ...at("POST /v1/drm/entitlement", "entitlement", 200),
   summary: "The DRM entitlement of a playback session: licence URL and token.",
-  app: "drm",
   credential: { token: "playback", in: "bearer" },
+  app: "drm",
   body: { kind: "none" },
   cors: { allowHeaders: ["authorization", "content-type"] },
   input: none,

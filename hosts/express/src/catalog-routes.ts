@@ -1,5 +1,5 @@
 import type { Operation, Vod } from "@vod/core";
-import express, { type RequestHandler } from "express";
+import express, { type NextFunction, type Request, type RequestHandler, type Response } from "express";
 import { cors, handle, readText, requireJsonBody } from "./http.js";
 
 /**
@@ -20,14 +20,10 @@ export const catalogRoutes = (
   ops: ReadonlyArray<Operation>,
 ): RequestHandler & { readonly mounted: ReadonlyArray<string> } => {
   const json = express.json({ limit: "64kb", type: ["application/json", "application/*+json"] });
-  const parseJson: RequestHandler = (req, res, next) => {
-    // No body, no parser: what they would do then is nothing (`req.body` stays undefined).
-    if (req.headers["transfer-encoding"] === undefined && req.headers["content-length"] === undefined)
-      return next();
+  const parseJson: RequestHandler = (req, res, next) =>
     requireJsonBody(req, res, (error?: unknown) =>
       error === undefined ? json(req, res, next) : next(error),
     );
-  };
   const routes = ops.map((op) => {
     const names: string[] = [];
     const source = op.path
@@ -52,6 +48,7 @@ export const catalogRoutes = (
           op.cors.exposeHeaders?.join(", "),
         ),
       read: body.kind === "json" ? parseJson : body.kind === "text" ? readText(body.maxBytes) : undefined,
+      json: body.kind === "json",
       run: handle(vod, op),
     };
   });
@@ -72,12 +69,10 @@ export const catalogRoutes = (
       if (route.op.method !== method && !preflight) continue;
       req.params = params;
       res.locals.route = route.op.path;
-      const run = () => Promise.resolve(route.run(req, res, next)).catch(next);
-      const read = route.read;
-      const go = () =>
-        read ? read(req, res, (error?: unknown) => (error ? next(error) : void run())) : run();
+      const run = () => void Promise.resolve(route.run(req, res, next)).catch(next);
       // CORS headers on every answer, errors included; a preflight ends there.
-      return void (route.cors ? route.cors(req, res, go) : go());
+      if (route.cors === undefined) return readThen(route, req, res, next, run);
+      return route.cors(req, res, () => readThen(route, req, res, next, run));
     }
     next();
   };
@@ -89,6 +84,25 @@ export const catalogRoutes = (
     ...(op.cors ? [`OPTIONS ${op.path}`] : []),
   ]);
   return Object.assign(middleware, { mounted });
+};
+
+/** Reads the body as the route's operation says, then runs it. */
+const readThen = (
+  route: { readonly read: RequestHandler | undefined; readonly json: boolean },
+  req: Request,
+  res: Response,
+  next: NextFunction,
+  run: () => void,
+) => {
+  // No body, no JSON parser: what it would do then is nothing (`req.body` stays undefined).
+  if (
+    route.read === undefined ||
+    (route.json &&
+      req.headers["transfer-encoding"] === undefined &&
+      req.headers["content-length"] === undefined)
+  )
+    return run();
+  route.read(req, res, (error?: unknown) => (error === undefined ? run() : next(error)));
 };
 
 /** Express's own decoding of a path parameter: a URIError `internalError` answers as 400. */

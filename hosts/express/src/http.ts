@@ -106,8 +106,9 @@ export const handle = (vod: Vod, operation: Operation): RequestHandler => {
         clientIp: req.ip ?? req.socket.remoteAddress ?? "unknown",
         requestId: req.id,
         headers: req.headers,
-        ...(streamed ? { stream: req } : {}),
-        ...(ranged ? { range: requestedRange(req) } : {}),
+        // One shape for every operation's request, whatever it reads.
+        stream: streamed ? req : undefined,
+        range: ranged ? requestedRange(req) : undefined,
       }),
     );
     if (Exit.isFailure(exit)) return sendFailure(req, res, exit.cause, { operation: operation.id });
