@@ -329,20 +329,30 @@ const describe = (
 /**
  * An operation without API credentials: sign-up, sign-in, refresh; and the routes that take a
  * credential of their own (`credential`), which their use case checks (media, telemetry, DRM).
+ * One that travels outside the input (a header) is checked by `verify` before the input is
+ * decoded, as API credentials are, and its claims handed to `run`.
  */
-export const publicOperation = <I, IE, O, OE>(
+export const publicOperation = <I, IE, O, OE, C = undefined>(
   def: Definition<I, IE, O, OE> & {
     readonly credential?: TokenCredential;
-    readonly run: (vod: Vod, input: I, call: PublicCall) => Effect.Effect<O, VodError>;
+    readonly verify?: (vod: Vod, call: PublicCall) => Effect.Effect<C, VodError>;
+    readonly run: (
+      vod: Vod,
+      input: I,
+      call: PublicCall & { readonly claims: C },
+    ) => Effect.Effect<O, VodError>;
   },
 ): Operation => {
   const decode = decoderOf(def as Definition<I, IE, unknown, unknown>);
+  const verify = def.verify;
   return {
     ...describe(def as Definition<unknown, unknown, unknown, unknown>, "none", def.credential),
     execute: (vod, request) =>
       Effect.gen(function* () {
+        const claims = verify === undefined ? undefined : yield* verify(vod, request);
         const input = yield* decode(request);
-        const value = yield* def.run(vod, input, request);
+        const call = (verify === undefined ? request : { ...request, claims }) as PublicCall & { claims: C };
+        const value = yield* def.run(vod, input, call);
         return yield* encode(def as Definition<unknown, unknown, O, OE>, vod, value);
       }),
   };

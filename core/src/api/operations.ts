@@ -364,7 +364,8 @@ export const clearKeyLicense = publicOperation({
   output: Rs.ClearKeyLicense,
   // The asset has no content key.
   errors: ["Forbidden", "NotFound"],
-  run: (vod, input, call) => vod.playback.clearKeyLicense(headerOf(call, LICENSE_TOKEN), input.body),
+  verify: (vod, call) => vod.playback.verifyLicense(headerOf(call, LICENSE_TOKEN)),
+  run: (vod, input, call) => vod.playback.licenseFor(call.claims, input.body),
 });
 
 /** Every operation of the API, in the spec's order. */
