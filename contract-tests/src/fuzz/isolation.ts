@@ -3,12 +3,12 @@ import type { StorageBackdoor } from "../backdoor.js";
 import { toWire } from "./hostile.js";
 import { problemsOf } from "./oracle.js";
 import {
-  catalogRoutes,
+  allRoutes,
+  type CredentialSlot,
   encodeInput,
   type FuzzRoute,
   fieldsOf,
   idFieldsOf,
-  routesOutsideCatalog,
 } from "./routes.js";
 import type { WireReply, WireRequest } from "./wire.js";
 import { idsOf, type TenantWorld } from "./world.js";
@@ -54,83 +54,76 @@ const withField = (container: unknown, name: string, value: unknown) => ({
 });
 
 /**
- * Probes of the operation catalog, made from each route's inputs: every id-shaped field filled
+ * Probes of a route taking API credentials, made from its inputs: every id-shaped field filled
  * with each of the victim's ids of its kind, every `*_token` body field with the victim's refresh
  * tokens, each with every credential of the caller. A GET without ids (lists, `me`) is called
  * with every credential and must show nothing of the victim's.
  */
-const catalogProbes = (caller: TenantWorld, victim: TenantWorld): Probe[] =>
-  catalogRoutes.flatMap((route): Probe[] => {
-    const credentials = callerCredentials(route, caller);
-    const idFields = idFieldsOf(route);
-    const tokenFields = fieldsOf(route).filter((f) => f.location === "body" && f.name.endsWith("_token"));
-    const example = exampleInput(route);
-    const draftOf = (headers: Record<string, string>, params: Record<string, string>, body: unknown) =>
-      toWire(route, { params, query: example.query ?? {}, body, headers });
-    if (idFields.length === 0 && tokenFields.length === 0)
-      return route.method === "GET"
-        ? credentials.map((c) => ({
-            route: route.id,
-            request: draftOf(c.headers, example.params ?? {}, example.body),
-            statuses: c.ok ? [200] : [403],
-          }))
-        : [];
-    const victimIds = idsOf(victim);
-    const byId = idFields.flatMap((field) =>
-      (victimIds[field.kind] ?? []).flatMap((id) =>
-        credentials.map((c): Probe => {
-          const params =
-            field.location === "params" ? withField(example.params, field.name, id) : (example.params ?? {});
-          const body = field.location === "body" ? withField(example.body, field.name, id) : example.body;
-          return {
-            route: route.id,
-            request: draftOf(c.headers, params as Record<string, string>, body),
-            statuses: c.ok ? [404] : [403],
-          };
-        }),
-      ),
-    );
-    // A stranger's token in a body (logout's refresh_token) must change nothing of the victim's:
-    // the stored state is compared afterwards; any non-5xx answer is the route's to choose.
-    const byToken = tokenFields.flatMap((field) =>
-      caller.victims.bearers.flatMap((bearer, i) => {
-        const token = victim.victims.refreshTokens[i];
-        return token === undefined
-          ? []
-          : [
-              {
-                route: route.id,
-                request: draftOf(
-                  { authorization: `Bearer ${bearer}` },
-                  example.params ?? {},
-                  withField(example.body, field.name, token),
-                ),
-                statuses: [200, 201, 204, 400, 401, 403, 404],
-              },
-            ];
+const apiProbes = (route: FuzzRoute, caller: TenantWorld, victim: TenantWorld): Probe[] => {
+  const credentials = callerCredentials(route, caller);
+  const idFields = idFieldsOf(route);
+  const tokenFields = fieldsOf(route).filter((f) => f.location === "body" && f.name.endsWith("_token"));
+  const example = exampleInput(route);
+  const draftOf = (headers: Record<string, string>, params: Record<string, string>, body: unknown) =>
+    toWire(route, { params, query: example.query ?? {}, body, headers });
+  if (idFields.length === 0 && tokenFields.length === 0)
+    return route.method === "GET"
+      ? credentials.map((c) => ({
+          route: route.id,
+          request: draftOf(c.headers, example.params ?? {}, example.body),
+          statuses: c.ok ? [200] : [403],
+        }))
+      : [];
+  const victimIds = idsOf(victim);
+  const byId = idFields.flatMap((field) =>
+    (victimIds[field.kind] ?? []).flatMap((id) =>
+      credentials.map((c): Probe => {
+        const params =
+          field.location === "params" ? withField(example.params, field.name, id) : (example.params ?? {});
+        const body = field.location === "body" ? withField(example.body, field.name, id) : example.body;
+        return {
+          route: route.id,
+          request: draftOf(c.headers, params as Record<string, string>, body),
+          statuses: c.ok ? [404] : [403],
+        };
       }),
-    );
-    return [...byId, ...byToken];
-  });
-
-const routeOf = (id: string): FuzzRoute => {
-  const route = routesOutsideCatalog.find((r) => r.id === id);
-  if (!route) throw new Error(`no route ${id} outside the catalog`);
-  return route;
+    ),
+  );
+  // A stranger's token in a body (logout's refresh_token) must change nothing of the victim's:
+  // the stored state is compared afterwards; any non-5xx answer is the route's to choose.
+  const byToken = tokenFields.flatMap((field) =>
+    caller.victims.bearers.flatMap((bearer, i) => {
+      const token = victim.victims.refreshTokens[i];
+      return token === undefined
+        ? []
+        : [
+            {
+              route: route.id,
+              request: draftOf(
+                { authorization: `Bearer ${bearer}` },
+                example.params ?? {},
+                withField(example.body, field.name, token),
+              ),
+              statuses: [200, 201, 204, 400, 401, 403, 404],
+            },
+          ];
+    }),
+  );
+  return [...byId, ...byToken];
 };
 
 const REFUSED = [401, 403, 404];
 
+type ProbeMaker = (route: FuzzRoute, caller: TenantWorld, victim: TenantWorld) => Probe[];
+
 /**
- * NOT YET IN THE CATALOG: probes of the routes outside it, by hand. Drop an entry when its route
- * joins the catalog (its probes are then made like the others). `null`: the route names no
+ * The probes of a route, by the credential it takes: its inputs with the victim's ids, or the
+ * victim's resources reached through the caller's own token. `null`: such a route names no
  * resource (its only input of the tenant's is the credential itself).
  */
-export const probesOutsideCatalog: Readonly<
-  Record<string, ((caller: TenantWorld, victim: TenantWorld) => Probe[]) | null>
-> = {
-  uploadPart: (caller, victim) => {
-    const route = routeOf("uploadPart");
+export const probesByCredential: Readonly<Record<CredentialSlot["kind"], ProbeMaker | null>> = {
+  api: apiProbes,
+  "signed-url": (route, caller, victim) => {
     const mine = new URL(caller.uploads.open.parts[0]?.url ?? "http://x/");
     const theirs = new URL(victim.uploads.open.parts[0]?.url ?? "http://x/");
     const part = (id: string, query: Record<string, string>): Probe => ({
@@ -149,55 +142,48 @@ export const probesOutsideCatalog: Readonly<
       part(caller.uploads.open.id, Object.fromEntries(theirs.searchParams)),
     ];
   },
-  ...Object.fromEntries(
-    ["playFile", "playFileHead"].map((id) => [
-      id,
-      (caller: TenantWorld, victim: TenantWorld): Probe[] => {
-        const route = routeOf(id);
-        const tenant = victim.account.tenant.id;
-        const asset = victim.assets.ready.id;
-        const paths = [
-          `../${asset}/master.m3u8`,
-          `..%2F${asset}%2Fmaster.m3u8`,
-          `%2e%2e/%2e%2e/${tenant}/${asset}/master.m3u8`,
-          `../../${tenant}/${asset}/360p/playlist.m3u8`,
-          `renditions/${tenant}/${asset}/master.m3u8`,
-          `${asset}/master.m3u8`,
-        ];
-        const viaToken = [caller.play.clear.token, caller.play.drm.token].flatMap((token) =>
-          paths.map(
-            (path): Probe => ({
-              route: id,
-              request: toWire(route, {
-                params: {},
-                rawParams: { token, path },
-                query: {},
-                body: undefined,
-                headers: {},
-              }),
-              statuses: [404],
-            }),
-          ),
-        );
-        // The victim's ids where the token goes.
-        const asToken = [asset, victim.play.clear.id, tenant].map(
-          (token): Probe => ({
-            route: id,
-            request: toWire(route, {
-              params: { token, path: "master.m3u8" },
-              query: {},
-              body: undefined,
-              headers: {},
-            }),
-            statuses: [401],
+  "playback-path": (route, caller, victim) => {
+    const tenant = victim.account.tenant.id;
+    const asset = victim.assets.ready.id;
+    const paths = [
+      `../${asset}/master.m3u8`,
+      `..%2F${asset}%2Fmaster.m3u8`,
+      `%2e%2e/%2e%2e/${tenant}/${asset}/master.m3u8`,
+      `../../${tenant}/${asset}/360p/playlist.m3u8`,
+      `renditions/${tenant}/${asset}/master.m3u8`,
+      `${asset}/master.m3u8`,
+    ];
+    const viaToken = [caller.play.clear.token, caller.play.drm.token].flatMap((token) =>
+      paths.map(
+        (path): Probe => ({
+          route: route.id,
+          request: toWire(route, {
+            params: {},
+            rawParams: { token, path },
+            query: {},
+            body: undefined,
+            headers: {},
           }),
-        );
-        return [...viaToken, ...asToken];
-      },
-    ]),
-  ),
-  clearKeyLicense: (caller, victim) => {
-    const route = routeOf("clearKeyLicense");
+          statuses: [404],
+        }),
+      ),
+    );
+    // The victim's ids where the token goes.
+    const asToken = [asset, victim.play.clear.id, tenant].map(
+      (token): Probe => ({
+        route: route.id,
+        request: toWire(route, {
+          params: { token, path: "master.m3u8" },
+          query: {},
+          body: undefined,
+          headers: {},
+        }),
+        statuses: [401],
+      }),
+    );
+    return [...viaToken, ...asToken];
+  },
+  "license-header": (route, caller, victim) => {
     return [[victim.play.drm.kid], [caller.play.drm.kid, victim.play.drm.kid]].map(
       (kids): Probe => ({
         route: route.id,
@@ -218,15 +204,14 @@ export const probesOutsideCatalog: Readonly<
       }),
     );
   },
-  telemetry: null,
-  entitlement: null,
+  "playback-body": null,
+  "playback-bearer": null,
+  none: null,
 };
 
-/** Every isolation probe of `caller` against `victim`: the catalog's and those outside it. */
-export const isolationProbes = (caller: TenantWorld, victim: TenantWorld): Probe[] => [
-  ...catalogProbes(caller, victim),
-  ...Object.values(probesOutsideCatalog).flatMap((make) => (make ? make(caller, victim) : [])),
-];
+/** Every isolation probe of `caller` against `victim`, on every route of the catalog. */
+export const isolationProbes = (caller: TenantWorld, victim: TenantWorld): Probe[] =>
+  allRoutes.flatMap((route) => probesByCredential[route.credential.kind]?.(route, caller, victim) ?? []);
 
 /** The problems of one probe's answer: a wrong status, a non-spec error, anything of the victim's. */
 export const probeProblems = (probe: Probe, reply: WireReply, victim: ReadonlyArray<string>): string[] => {

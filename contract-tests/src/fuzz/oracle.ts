@@ -102,17 +102,23 @@ const hasNul = (value: unknown): boolean => {
   return false;
 };
 
+/** What a route's decode refuses, for `catalogRuleProblems`. */
+export interface CatalogRules {
+  /** The names the route's body schema knows; undefined when it reads no body or keeps unknown fields. */
+  readonly bodyFields: ReadonlyArray<string> | undefined;
+  /** Whether a NUL in the path or query is refused. */
+  readonly nulInPath: boolean;
+  /** Whether a NUL in the body is refused (false where the route never reads its body). */
+  readonly nulInBody: boolean;
+}
+
 /**
  * DECISIONS "Hostile input" for the operation catalog, beyond the shape of errors: a JSON body
  * with a field the route does not know never succeeds (a typo like `titel` must not create an
- * "Untitled" asset), nor does a request with a NUL in any id, query value or body string.
- * `bodyFields`: the names the route's body schema knows, undefined when it reads no body.
+ * "Untitled" asset), nor does a request with a NUL in any id, query value or body string, unless
+ * the route leaves them to its use case (`rules`).
  */
-export const catalogRuleProblems = (
-  req: WireRequest,
-  reply: WireReply,
-  bodyFields: ReadonlyArray<string> | undefined,
-): string[] => {
+export const catalogRuleProblems = (req: WireRequest, reply: WireReply, rules: CatalogRules): string[] => {
   if (reply.status < 200 || reply.status >= 300 || req.raw) return [];
   let body: unknown;
   try {
@@ -121,10 +127,12 @@ export const catalogRuleProblems = (
     body = undefined;
   }
   const problems: string[] = [];
+  const { bodyFields } = rules;
   if (bodyFields !== undefined && typeof body === "object" && body !== null && !Array.isArray(body)) {
     const unknown = Object.keys(body).filter((k) => !bodyFields.includes(k));
     if (unknown.length > 0) problems.push(`succeeded with unknown body fields ${JSON.stringify(unknown)}`);
   }
-  if (/%00/i.test(req.path) || hasNul(body)) problems.push("succeeded with a NUL character in the request");
+  if ((rules.nulInPath && /%00/i.test(req.path)) || (rules.nulInBody && hasNul(body)))
+    problems.push("succeeded with a NUL character in the request");
   return problems;
 };

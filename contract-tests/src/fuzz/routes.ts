@@ -1,4 +1,4 @@
-import { operations, Requests, type Requirement } from "@vod/core";
+import { type HttpMethod, type Lenience, type Operation, operations, type Requirement } from "@vod/core";
 import { Schema, SchemaAST } from "effect";
 
 /** How a route is given its credential. */
@@ -19,85 +19,64 @@ export type CredentialSlot =
 
 export interface FuzzRoute {
   readonly id: string;
-  readonly method: "GET" | "HEAD" | "POST" | "PUT" | "DELETE";
+  readonly method: HttpMethod | "HEAD";
   /** Express-style: `:name` parameters, `*path` for the rest of the path. */
   readonly path: string;
   readonly credential: CredentialSlot;
   /** Decodes `{ params, query, body }` as the route does; its arbitrary makes valid-ish requests. */
   readonly input: Schema.Schema.AnyNoContext;
-  /** What the route reads as its body. */
+  /** What the fuzz sends as its body: JSON (a JSON or JSON-text body), bytes, or none. */
   readonly body: "json" | "bytes" | "none";
-  /** True for routes taken from the operation catalog. */
-  readonly catalog: boolean;
+  /** Whether the route reads its body at all. */
+  readonly readsBody: boolean;
+  /** What the route's decode lets through (unknown body fields, NULs), left to its use case. */
+  readonly lenient: Lenience;
 }
 
-/** Every route of the operation catalog, as the fuzz sees it: nothing here names an operation. */
-export const catalogRoutes: ReadonlyArray<FuzzRoute> = operations.map((op) => ({
-  id: op.id,
-  method: op.method,
-  path: op.path,
-  credential: op.auth === "none" ? { kind: "none" } : { kind: "api", requirement: op.auth },
-  input: op.input,
-  body: op.method === "POST" ? "json" : "none",
-  catalog: true,
-}));
+const slotOf = (op: Operation): CredentialSlot => {
+  if (op.auth !== "none") return { kind: "api", requirement: op.auth };
+  const token = op.credential;
+  if (token === undefined) return { kind: "none" };
+  if (token.token === "part-signature") return { kind: "signed-url" };
+  if (token.token === "license") return { kind: "license-header" };
+  return {
+    kind: token.in === "path" ? "playback-path" : token.in === "body" ? "playback-body" : "playback-bearer",
+  };
+};
+
+const bodyOf = (op: Operation): FuzzRoute["body"] => {
+  switch (op.body.kind) {
+    case "json":
+      // A GET or DELETE carries no body a client means.
+      return op.method === "GET" || op.method === "DELETE" ? "none" : "json";
+    case "text":
+      return "json";
+    case "stream":
+      return "bytes";
+    case "none":
+      return "none";
+  }
+};
 
 /**
- * NOT YET IN THE CATALOG: the routes the host mounts beside the catalog's operations (part PUT,
- * media files, telemetry, entitlement, ClearKey licence). Drop each entry when its route joins the
- * catalog; the coverage test fails while an entry duplicates a catalog route.
+ * Every route of the operation catalog, as the fuzz sees it: nothing here names an operation. A
+ * file's GET is sent as HEAD too, as players do.
  */
-export const routesOutsideCatalog: ReadonlyArray<FuzzRoute> = [
-  {
-    id: "uploadPart",
-    method: "PUT",
-    path: "/v1/uploads/:id/parts/:number",
-    credential: { kind: "signed-url" },
-    input: Schema.Struct({ params: Requests.PartParams, query: Requests.PartUrlQuery }),
-    body: "bytes",
-    catalog: false,
-  },
-  ...(["GET", "HEAD"] as const).map(
-    (method): FuzzRoute => ({
-      id: method === "GET" ? "playFile" : "playFileHead",
-      method,
-      path: "/v1/play/:token/*path",
-      credential: { kind: "playback-path" },
-      input: Schema.Struct({ params: Schema.Struct({ token: Schema.String, path: Schema.String }) }),
-      body: "none",
-      catalog: false,
-    }),
-  ),
-  {
-    id: "telemetry",
-    method: "POST",
-    path: "/v1/telemetry",
-    credential: { kind: "playback-body" },
-    input: Schema.Struct({ body: Requests.TelemetryBatch }),
-    body: "json",
-    catalog: false,
-  },
-  {
-    id: "entitlement",
-    method: "POST",
-    path: "/v1/drm/entitlement",
-    credential: { kind: "playback-bearer" },
-    input: Schema.Struct({}),
-    body: "none",
-    catalog: false,
-  },
-  {
-    id: "clearKeyLicense",
-    method: "POST",
-    path: "/v1/drm/clearkey/license",
-    credential: { kind: "license-header" },
-    input: Schema.Struct({ body: Requests.ClearKeyRequest }),
-    body: "json",
-    catalog: false,
-  },
-];
-
-export const allRoutes: ReadonlyArray<FuzzRoute> = [...catalogRoutes, ...routesOutsideCatalog];
+export const allRoutes: ReadonlyArray<FuzzRoute> = operations.flatMap((op) => {
+  const route: FuzzRoute = {
+    id: op.id,
+    method: op.method,
+    path: op.path,
+    credential: slotOf(op),
+    input: op.input,
+    body: bodyOf(op),
+    readsBody: op.body.kind !== "none",
+    lenient: op.lenient ?? {},
+  };
+  return op.reply.kind === "file" && op.method === "GET"
+    ? [route, { ...route, id: `${op.id}Head`, method: "HEAD" }]
+    : [route];
+});
 
 /** Where an input field sits. */
 export type Location = "params" | "query" | "body";

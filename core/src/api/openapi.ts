@@ -1,7 +1,7 @@
 import { SchemaAST as AST, JSONSchema, Schema } from "effect";
 import { errorCode, errorStatus, type VodErrorTag } from "../errors.js";
-import { Requests, Resources } from "../schema/index.js";
-import type { Operation } from "./operation.js";
+import { Resources } from "../schema/index.js";
+import type { App, BodyKind, HttpMethod, Operation } from "./operation.js";
 
 type Json = Record<string, unknown>;
 
@@ -13,237 +13,160 @@ type Credential =
   | { readonly kind: "token"; readonly scheme?: "playbackToken" | "licenseToken" | "metricsToken" }
   | { readonly kind: "none" };
 
-/** One route as the document describes it: a catalog operation or a route the host mounts beside. */
-export interface DocumentedRoute {
+interface Answer {
+  readonly description: string;
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+/** One route as the document describes it: a catalog operation or one of the host's own. */
+interface DocumentedRoute {
   readonly id: string;
-  readonly method: "GET" | "HEAD" | "POST" | "PUT" | "DELETE";
+  readonly method: HttpMethod | "HEAD";
   /** Express-style: `:name` parameters, `*name` for the rest of the path. */
   readonly path: string;
   readonly summary: string;
+  readonly app: App;
   readonly credential: Credential;
   /** Decodes `{ params, query, body }`. */
   readonly input: Schema.Schema.AnyNoContext;
-  /** What the route reads as its body. */
-  readonly body: "json" | "bytes" | "none";
-  readonly success: {
+  readonly body: BodyKind;
+  readonly success: Answer & {
     readonly status: number;
-    readonly description: string;
     /** A JSON body's schema, or the media type of a body that is not JSON. */
     readonly content?: Schema.Schema.AnyNoContext | { readonly mediaType: string };
-    readonly headers?: Readonly<Record<string, string>>;
   };
   /** Other answers that are no error (a partial range, a redirect), by status; body not JSON. */
-  readonly otherAnswers?: Readonly<
-    Record<string, { readonly description: string; readonly headers?: Readonly<Record<string, string>> }>
-  >;
+  readonly otherAnswers?: Readonly<Record<string, Answer>>;
   /** False for routes that answer from memory (health, this document): no storage error. */
   readonly stateful: boolean;
   /** Errors beyond those derived from the rest (see `errorsOf`). */
   readonly errors: ReadonlyArray<VodErrorTag>;
 }
 
-const fromOperation = (op: Operation): DocumentedRoute => ({
-  id: op.id,
-  method: op.method,
-  path: op.path,
-  summary: op.summary,
-  credential:
-    op.auth === "none"
-      ? { kind: "none" }
-      : {
-          kind: "api",
-          userOnly: op.auth.kinds?.length === 1 && op.auth.kinds[0] === "user",
-          scope: op.auth.scope,
-        },
-  input: op.input,
-  // The host parses a JSON body on every operation's route, so each can answer 413.
-  body: "json",
-  success: {
-    status: op.status,
-    description: op.output === null ? "Done; no content" : "Success",
-    ...(op.output === null ? {} : { content: op.output }),
+const credentialOf = (op: Operation): Credential => {
+  if (op.auth !== "none")
+    return {
+      kind: "api",
+      userOnly: op.auth.kinds?.length === 1 && op.auth.kinds[0] === "user",
+      scope: op.auth.scope,
+    };
+  const token = op.credential;
+  if (token === undefined) return { kind: "none" };
+  if (token.in === "bearer") return { kind: "token", scheme: "playbackToken" };
+  if (token.in === "header") return { kind: "token", scheme: "licenseToken" };
+  return { kind: "token" };
+};
+
+/** A file's other answers: a range, a redirect to the store, a range past its end. */
+const fileAnswers: Readonly<Record<string, Answer>> = {
+  "206": { description: "The requested byte range", headers: { "Content-Range": "the range sent" } },
+  "302": {
+    description: "The file at a short-lived signed URL of the object store",
+    headers: { Location: "the signed URL" },
   },
-  stateful: true,
-  errors: op.errors ?? [],
+  "416": { description: "The range lies outside the file", headers: { "Content-Range": "bytes */<size>" } },
+};
+
+const successOf = (op: Operation): DocumentedRoute["success"] => {
+  switch (op.reply.kind) {
+    case "file":
+      return {
+        status: op.status,
+        description: "The file",
+        content: { mediaType: "application/octet-stream" },
+      };
+    case "headers":
+      return { status: op.status, description: "Done; the outcome in headers", headers: op.reply.headers };
+    case "json":
+      return op.output === null
+        ? { status: op.status, description: "Done; no content" }
+        : { status: op.status, description: "Success", content: op.output };
+  }
+};
+
+/** An operation as documented; a file's GET answers HEAD as well, which players send. */
+const fromOperation = (op: Operation): ReadonlyArray<DocumentedRoute> => {
+  const route: DocumentedRoute = {
+    id: op.id,
+    method: op.method,
+    path: op.path,
+    summary: op.summary,
+    app: op.app,
+    credential: credentialOf(op),
+    input: op.input,
+    body: op.body,
+    success: successOf(op),
+    ...(op.reply.kind === "file" ? { otherAnswers: fileAnswers } : {}),
+    stateful: true,
+    errors: op.errors ?? [],
+  };
+  return op.reply.kind === "file" && op.method === "GET"
+    ? [route, { ...route, id: `${op.id}Head`, method: "HEAD" }]
+    : [route];
+};
+
+/** A GET of the host's own that answers from memory: no credential, no input, no storage. */
+const hostRoute = (
+  id: string,
+  path: string,
+  summary: string,
+  success: DocumentedRoute["success"],
+): DocumentedRoute => ({
+  id,
+  method: "GET",
+  path,
+  summary,
+  app: "api",
+  credential: { kind: "none" },
+  input: Schema.Struct({}),
+  body: { kind: "none" },
+  success,
+  stateful: false,
+  errors: [],
 });
-
-const anyBytes = { mediaType: "application/octet-stream" };
-
-// The replies of the DRM routes; they move to the resources with their routes into the catalog.
-const Entitlement = Schema.Struct({
-  expires_at: Resources.EpochMs,
-  license_headers: Schema.Struct({ "x-vod-license-token": Schema.String }),
-  key_systems: Schema.Record({
-    key: Schema.String,
-    value: Schema.Struct({ license_url: Schema.String, certificate_url: Schema.optional(Schema.String) }),
-  }),
-}).annotations({ identifier: "Entitlement" });
-
-const ClearKeyLicense = Schema.Struct({
-  keys: Schema.Array(Schema.Struct({ kty: Schema.Literal("oct"), kid: Schema.String, k: Schema.String })),
-  type: Schema.String,
-}).annotations({ identifier: "ClearKeyLicense" });
-
-/**
- * NOT YET IN THE CATALOG: the routes the host mounts beside the catalog's operations. Drop each
- * entry when its route joins the catalog (the host test fails while one is documented twice).
- */
-export const routesOutsideCatalog: ReadonlyArray<DocumentedRoute> = [
-  {
-    id: "uploadPart",
-    method: "PUT",
-    path: "/v1/uploads/:id/parts/:number",
-    summary: "Upload one part's bytes to the signed URL `startUpload` or `resumeUpload` gave.",
-    credential: { kind: "token" },
-    input: Schema.Struct({ params: Requests.PartParams, query: Requests.PartUrlQuery }),
-    body: "bytes",
-    success: { status: 200, description: "Part stored", headers: { ETag: "the part's ETag, quoted" } },
-    stateful: true,
-    errors: ["UploadInProgress"],
-  },
-  ...(["GET", "HEAD"] as const).map(
-    (method): DocumentedRoute => ({
-      id: method === "GET" ? "playFile" : "playFileHead",
-      method,
-      path: "/v1/play/:token/*path",
-      summary: "A manifest, segment or key file of a playback session; byte ranges supported.",
-      credential: { kind: "token" },
-      input: Schema.Struct({ params: Schema.Struct({ token: Schema.String, path: Schema.String }) }),
-      body: "none",
-      success: { status: 200, description: "The file", content: anyBytes },
-      otherAnswers: {
-        "206": { description: "The requested byte range", headers: { "Content-Range": "the range sent" } },
-        "302": {
-          description: "The file at a short-lived signed URL of the object store",
-          headers: { Location: "the signed URL" },
-        },
-        "416": {
-          description: "The range lies outside the file",
-          headers: { "Content-Range": "bytes */<size>" },
-        },
-      },
-      stateful: true,
-      errors: ["Forbidden", "PlaybackUnavailable"],
-    }),
-  ),
-  {
-    id: "telemetry",
-    method: "POST",
-    path: "/v1/telemetry",
-    summary: "A player's batch of playback events, with the playback token in the body.",
-    credential: { kind: "token" },
-    input: Schema.Struct({ body: Requests.TelemetryBatch }),
-    body: "json",
-    success: {
-      status: 204,
-      description: "Batch accepted; invalid events are dropped",
-      headers: { "x-telemetry-accepted": "how many events were stored" },
-    },
-    stateful: true,
-    errors: ["Forbidden", "RateLimited"],
-  },
-  {
-    id: "entitlement",
-    method: "POST",
-    path: "/v1/drm/entitlement",
-    summary: "The DRM entitlement of a playback session: licence URL and token.",
-    credential: { kind: "token", scheme: "playbackToken" },
-    input: Schema.Struct({}),
-    body: "none",
-    success: { status: 200, description: "The entitlement", content: Entitlement },
-    stateful: true,
-    errors: ["Forbidden", "Conflict"],
-  },
-  {
-    id: "clearKeyLicense",
-    method: "POST",
-    path: "/v1/drm/clearkey/license",
-    summary: "A W3C ClearKey licence for the requested key ids.",
-    credential: { kind: "token", scheme: "licenseToken" },
-    input: Schema.Struct({ body: Requests.ClearKeyRequest }),
-    body: "json",
-    success: {
-      status: 200,
-      description: "The ClearKey licence (a JWK set)",
-      content: ClearKeyLicense,
-    },
-    stateful: true,
-    // The asset has no content key.
-    errors: ["Forbidden", "NotFound"],
-  },
-];
 
 /** The host's own routes; these stay outside the catalog. */
 const hostRoutes: ReadonlyArray<DocumentedRoute> = [
+  hostRoute("health", "/healthz", "Liveness: 200 once the process serves.", {
+    status: 200,
+    description: "Serving",
+    content: Schema.Struct({ status: Schema.Literal("ok") }),
+  }),
   {
-    id: "health",
-    method: "GET",
-    path: "/healthz",
-    summary: "Liveness: 200 once the process serves.",
-    credential: { kind: "none" },
-    input: Schema.Struct({}),
-    body: "none",
-    success: {
-      status: 200,
-      description: "Serving",
-      content: Schema.Struct({ status: Schema.Literal("ok") }),
-    },
-    stateful: false,
-    errors: [],
-  },
-  {
-    id: "ready",
-    method: "GET",
-    path: "/readyz",
-    summary:
+    ...hostRoute(
+      "ready",
+      "/readyz",
       "Readiness: 200 when the database (and Redis, when configured) answer within 2 s, else 503 storage_error with `details.checks`.",
-    credential: { kind: "none" },
-    input: Schema.Struct({}),
-    body: "none",
-    success: {
-      status: 200,
-      description: "Ready: each dependency's check",
-      content: Schema.Struct({
-        status: Schema.Literal("ok"),
-        checks: Schema.Record({ key: Schema.String, value: Schema.Literal("ok", "failed") }),
-      }),
-    },
-    stateful: false,
+      {
+        status: 200,
+        description: "Ready: each dependency's check",
+        content: Schema.Struct({
+          status: Schema.Literal("ok"),
+          checks: Schema.Record({ key: Schema.String, value: Schema.Literal("ok", "failed") }),
+        }),
+      },
+    ),
     errors: ["StorageError"],
   },
   {
-    id: "metrics",
-    method: "GET",
-    path: "/metrics",
-    summary:
+    ...hostRoute(
+      "metrics",
+      "/metrics",
       "Prometheus metrics (text exposition format); with VOD_METRICS_TOKEN set, that token as a bearer.",
+      {
+        status: 200,
+        description: "Every series, in the Prometheus text format",
+        content: { mediaType: "text/plain" },
+      },
+    ),
     credential: { kind: "token", scheme: "metricsToken" },
-    input: Schema.Struct({}),
-    body: "none",
-    success: {
-      status: 200,
-      description: "Every series, in the Prometheus text format",
-      content: { mediaType: "text/plain" },
-    },
-    stateful: false,
     errors: ["Unauthorized"],
   },
-  {
-    id: "openApi",
-    method: "GET",
-    path: "/v1/openapi.json",
-    summary: "This document.",
-    credential: { kind: "none" },
-    input: Schema.Struct({}),
-    body: "none",
-    success: {
-      status: 200,
-      description: "The OpenAPI 3.1 document",
-      content: { mediaType: "application/json" },
-    },
-    stateful: false,
-    errors: [],
-  },
+  hostRoute("openApi", "/v1/openapi.json", "This document.", {
+    status: 200,
+    description: "The OpenAPI 3.1 document",
+    content: { mediaType: "application/json" },
+  }),
 ];
 
 /** An optional field's type is a union with `undefined`, which a parameter says by `required`. */
@@ -275,7 +198,7 @@ export const errorsOf = (route: DocumentedRoute): ReadonlyArray<VodErrorTag> => 
   if (route.credential.kind !== "none") tags.add("Unauthorized");
   if (route.credential.kind === "api") for (const tag of ["Forbidden", "RateLimited"] as const) tags.add(tag);
   if (/[:*]/.test(route.path) || namesResource(route.input.ast)) tags.add("NotFound");
-  if (route.body === "json") tags.add("PayloadTooLarge");
+  if (route.body.kind === "json" || route.body.kind === "text") tags.add("PayloadTooLarge");
   return [...tags];
 };
 
@@ -349,6 +272,17 @@ const defaultsOf = (query: AST.AST | undefined): Record<string, unknown> => {
     : {};
 };
 
+/** The server of a media or DRM route: `{media_url}` or `{drm_url}`, its value when known. */
+const serverOf = (app: Exclude<App, "api">, url: string | undefined) => ({
+  url: `{${app}_url}`,
+  variables: {
+    [`${app}_url`]: {
+      default: url ?? "http://localhost:8080",
+      description: `VOD_${app.toUpperCase()}_URL`,
+    },
+  },
+});
+
 const capitalized = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
 
 /**
@@ -359,7 +293,13 @@ const capitalized = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
  */
 export const openApiDocument = (
   operations: ReadonlyArray<Operation>,
-  info: { title: string; version: string; serverUrl?: string },
+  info: {
+    title: string;
+    version: string;
+    serverUrl?: string;
+    /** Where the media and DRM apps answer, when known; else the document names them. */
+    urls?: Partial<Record<Exclude<App, "api">, string>>;
+  },
 ): Json => {
   const definitions: Record<string, JSONSchema.JsonSchema7> = {};
   const toSchema = (ast: AST.AST) =>
@@ -371,7 +311,7 @@ export const openApiDocument = (
   toSchema(Resources.ErrorBody.ast);
 
   const paths: Record<string, Record<string, Json>> = {};
-  for (const route of [...operations.map(fromOperation), ...routesOutsideCatalog, ...hostRoutes]) {
+  for (const route of [...operations.flatMap(fromOperation), ...hostRoutes]) {
     const input = route.input.ast;
     // Encoded: what is optional on the wire; decoded: the values, with their bounds.
     const encodedParts = propertiesOf(AST.encodedAST(input));
@@ -401,21 +341,26 @@ export const openApiDocument = (
     }
     // The typed side of the body keeps its refinements (bounds, patterns); its name is the route's.
     const body = propertiesOf(input).find((p) => p.name === "body");
+    const bodySchema = () =>
+      body === undefined
+        ? {}
+        : toSchema(
+            AST.annotations(body.type, { [AST.IdentifierAnnotationId]: `${capitalized(route.id)}Request` }),
+          );
+    const mediaTypes =
+      route.body.kind === "json"
+        ? ["application/json"]
+        : route.body.kind === "text"
+          ? route.body.mediaTypes
+          : [];
+    const schema = mediaTypes.length > 0 && body ? bodySchema() : undefined;
     const requestBody =
-      route.body === "bytes"
-        ? { required: true, content: { "application/octet-stream": { schema: {} } } }
-        : body && route.body === "json"
+      route.body.kind === "stream"
+        ? { required: true, content: { [route.body.mediaType]: { schema: {} } } }
+        : schema
           ? {
-              required: !body.isOptional,
-              content: {
-                "application/json": {
-                  schema: toSchema(
-                    AST.annotations(body.type, {
-                      [AST.IdentifierAnnotationId]: `${capitalized(route.id)}Request`,
-                    }),
-                  ),
-                },
-              },
+              required: route.body.kind === "text" || !body?.isOptional,
+              content: Object.fromEntries(mediaTypes.map((type) => [type, { schema }])),
             }
           : undefined;
     const { success } = route;
@@ -449,6 +394,7 @@ export const openApiDocument = (
       ...(parameters.length > 0 ? { parameters } : {}),
       ...(requestBody ? { requestBody } : {}),
       responses,
+      ...(route.app === "api" ? {} : { servers: [serverOf(route.app, info.urls?.[route.app])] }),
       security: securityOf(route.credential),
       ...(route.credential.kind === "api" ? { "x-required-scope": route.credential.scope } : {}),
     };

@@ -2,47 +2,113 @@ import { Effect, ParseResult, Schema } from "effect";
 import { InternalError, InvalidRequest, type VodError, type VodErrorTag } from "../errors.js";
 import { inputProblems } from "../schema/input.js";
 import { authorize, type Credentials, type Principal, type Requirement } from "../use-cases/authenticate.js";
+import type { RequestedRange } from "../use-cases/playback-delivery.js";
 import { enforceRate } from "../use-cases/support.js";
 import type { Vod } from "../vod.js";
 import { compileEncoder, failed } from "./fast-encode.js";
 
-/** A request as any host hands it over: decoded JSON, no framework types. */
+/** A request as any host hands it over: decoded values, no framework types. */
 export interface RawRequest {
   readonly params: Readonly<Record<string, string>>;
   readonly query: unknown;
+  /** Parsed JSON for a JSON body, the text for a text body (`BodyKind`), absent otherwise. */
   readonly body: unknown;
   readonly credentials: Credentials;
   readonly clientIp: string;
   readonly requestId: string;
+  /** The request's headers, names in lower case; read only where a credential travels in one. */
+  readonly headers?: Readonly<Record<string, string | ReadonlyArray<string> | undefined>>;
+  /** The body's bytes as they arrive, for a `stream` body: nothing buffers it. */
+  readonly stream?: AsyncIterable<Uint8Array>;
+  /** The Range header as the host's HTTP layer reads it, for a `file` reply. */
+  readonly range?: RequestedRange;
 }
 
 export interface Reply {
   readonly status: number;
-  /** Absent for 204. */
+  /** JSON; absent for a reply without body (204, headers only, a redirect). */
   readonly body?: unknown;
+  readonly headers?: Readonly<Record<string, string>>;
+  /** A body that is not JSON, streamed as it comes (a media file). */
+  readonly stream?: AsyncIterable<Uint8Array>;
 }
 
 export interface PublicCall {
   readonly clientIp: string;
   readonly requestId: string;
+  readonly credentials: Credentials;
+  readonly headers?: RawRequest["headers"];
+  readonly stream?: RawRequest["stream"];
+  readonly range?: RequestedRange;
 }
 export interface AuthedCall extends PublicCall {
   readonly principal: Principal;
 }
 
-export type HttpMethod = "GET" | "POST" | "DELETE";
+/** HEAD is served by the GET route. */
+export type HttpMethod = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+
+/** Which app serves the route: the API (`{base_url}`), media (`{media_url}`) or DRM (`{drm_url}`). */
+export type App = "api" | "media" | "drm";
+
+/**
+ * What the route reads as its body:
+ * - `json`: a JSON body (Content-Type JSON, at most 64 KiB), parsed by the host;
+ * - `text`: raw text of any content type, refused with 413 past `maxBytes` before it is read
+ *   whole, read as JSON by the one decode (`decodeRequest`); `mediaTypes` are those documented;
+ * - `stream`: bytes streamed to the use case (`call.stream`), never buffered;
+ * - `none`: never read.
+ */
+export type BodyKind =
+  | { readonly kind: "json" }
+  | { readonly kind: "text"; readonly maxBytes: number; readonly mediaTypes: ReadonlyArray<string> }
+  | { readonly kind: "stream"; readonly mediaType: string }
+  | { readonly kind: "none" };
+
+/** A credential of its own kind, checked by the use case (the API's credentials are `auth`). */
+export type TokenCredential =
+  /** A playback session's token: in the path's `:token`, the JSON body's `token`, or as a bearer. */
+  | { readonly token: "playback"; readonly in: "path" | "body" | "bearer" }
+  /** The licence token an entitlement gives, in its header. */
+  | { readonly token: "license"; readonly in: "header"; readonly name: string }
+  /** The signature of a part upload URL, in its query (`t`, `e`, `s`). */
+  | { readonly token: "part-signature"; readonly in: "query" };
+
+/**
+ * A success that is not the output schema's JSON:
+ * - `headers`: no body, the value said by headers (described here);
+ * - `file`: a file body (whole, or a range with 206), a redirect (302) or 416; HEAD answers too.
+ */
+export type ReplyKind =
+  | { readonly kind: "json" }
+  | { readonly kind: "headers"; readonly headers: Readonly<Record<string, string>> }
+  | { readonly kind: "file" };
+
+/** CORS for routes browsers call from other origins: the headers a page may send and read. */
+export interface Cors {
+  readonly allowHeaders: ReadonlyArray<string>;
+  readonly exposeHeaders?: ReadonlyArray<string>;
+}
 
 /** What every operation of the catalog exposes: enough to route it, document it and run it. */
 export interface Operation {
   readonly id: string;
   readonly method: HttpMethod;
-  /** Path with `:name` parameters, e.g. `/v1/assets/:id`. */
+  /** Path with `:name` parameters and, last, one `*name` for the rest of the path. */
   readonly path: string;
   readonly summary: string;
   readonly auth: Requirement | "none";
+  /** With `auth: "none"`, the credential of its own the route takes, if any. */
+  readonly credential?: TokenCredential;
+  readonly app: App;
+  readonly body: BodyKind;
+  readonly reply: ReplyKind;
+  readonly cors?: Cors;
   readonly status: 200 | 201 | 204;
   readonly input: Schema.Schema.AnyNoContext;
   readonly output: Schema.Schema.AnyNoContext | null;
+  /** What the decode lets through that it refuses elsewhere: unknown body fields, NULs. */
+  readonly lenient?: Lenience;
   /**
    * The errors the use case raises beyond those the OpenAPI generator derives from the rest of
    * the definition (credential, path ids, body): a duplicate email, an upload in progress.
@@ -50,6 +116,16 @@ export interface Operation {
   readonly errors?: ReadonlyArray<VodErrorTag>;
   /** Authenticates, authorizes, decodes, runs the use case and encodes the reply. */
   readonly execute: (vod: Vod, request: RawRequest) => Effect.Effect<Reply, VodError>;
+}
+
+/**
+ * Leave to the use case what the decode refuses elsewhere: unknown body fields (kept or ignored)
+ * and NUL characters (a media file name with one is no file: 404; a telemetry event with one is
+ * dropped, not its batch).
+ */
+export interface Lenience {
+  readonly unknownFields?: boolean;
+  readonly nul?: boolean;
 }
 
 interface Definition<I, IE, O, OE> {
@@ -62,11 +138,43 @@ interface Definition<I, IE, O, OE> {
   readonly input: Schema.Schema<I, IE>;
   readonly output: Schema.Schema<O, OE> | null;
   readonly errors?: ReadonlyArray<VodErrorTag>;
+  /** Default `api`. */
+  readonly app?: App;
+  /** Default `{ kind: "json" }`. */
+  readonly body?: BodyKind;
+  readonly cors?: Cors;
+  readonly lenient?: Lenience;
+  /**
+   * A success that is not the output's JSON: its `ReplyKind` and how the use case's value
+   * becomes the reply (status, headers, a streamed body).
+   */
+  readonly reply?: {
+    readonly kind: Exclude<ReplyKind, { kind: "json" }>;
+    readonly of: (value: NoInfer<O>, vod: Vod) => Reply;
+  };
 }
 
 type FieldPath = ReadonlyArray<string | number>;
 
-/** One `{ path, message }` per failing field, the path relative to body, query or params. */
+/**
+ * The one way a request's input becomes `invalid_request`: one `{ path, message }` per failing
+ * field (the path relative to body, query or params; empty for the request as a whole) in
+ * `details.fields`. Hosts use it for what their HTTP layer refuses (framing, content type).
+ */
+export const invalidInput = (message: string, fields: ReadonlyArray<{ path: FieldPath; message: string }>) =>
+  new InvalidRequest({ message, details: { fields } });
+
+/** `invalidInput` named by its first field; `fallback` when no field is named. */
+const invalidFields = (
+  fields: ReadonlyArray<{ path: FieldPath; message: string }>,
+  fallback: string,
+): InvalidRequest => {
+  const first = fields[0];
+  const where = first && first.path.length > 0 ? `${first.path.join(".")}: ` : "";
+  return invalidInput(first ? `${where}${first.message}` : fallback, fields);
+};
+
+/** A schema's refusal of the input as `invalidFields`. */
 export const toInvalidRequest = (error: ParseResult.ParseError): InvalidRequest => {
   const issues = ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) => ({
     path: issue.path.slice(1).map((p) => (typeof p === "symbol" ? String(p) : p)),
@@ -89,24 +197,15 @@ export const toInvalidRequest = (error: ParseResult.ParseError): InvalidRequest 
   return invalidFields(fields, "request failed validation");
 };
 
-const invalidFields = (
-  fields: ReadonlyArray<{ path: FieldPath; message: string }>,
-  fallback: string,
-): InvalidRequest => {
-  const first = fields[0];
-  const where = first && first.path.length > 0 ? `${first.path.join(".")}: ` : "";
-  return new InvalidRequest({
-    message: first ? `${where}${first.message}` : fallback,
-    details: { fields },
-  });
-};
+type Input = { readonly params?: unknown; readonly query?: unknown; readonly body?: unknown };
 
 /** The shape of the input itself, before any schema (`inputProblems`), in params, query and body. */
-const refuseHostile = (input: { params?: unknown; query?: unknown; body?: unknown }) => {
+const refuseHostile = (input: Input, nul: boolean) => {
+  const options = { nul };
   const fields = [
-    ...inputProblems(input.params),
-    ...inputProblems(input.query),
-    ...inputProblems(input.body),
+    ...inputProblems(input.params, options),
+    ...inputProblems(input.query, options),
+    ...inputProblems(input.body, options),
   ];
   return fields.length === 0 ? Effect.void : Effect.fail(invalidFields(fields, "request refused"));
 };
@@ -131,29 +230,56 @@ const withStrictBody = <I, IE>(schema: Schema.Schema<I, IE>): Schema.Schema<I, I
   return strict as unknown as Schema.Schema<I, IE>;
 };
 
+const notJson = () => invalidFields([{ path: [], message: "not JSON" }], "body is not JSON");
+
 /**
- * The one decode of a request's `{ params, query, body }`: NULs and deep nesting first, then the schema,
- * unknown body fields refused. Every field that fails is named in `details.fields`.
+ * The one decode of a request's `{ params, query, body }`: a text body read as JSON, then NULs
+ * and deep nesting, then the schema, unknown body fields refused (unless `lenient` says
+ * otherwise). Every field that fails is named in `details.fields`.
  */
 export const decodeRequest = <I, IE>(
   schema: Schema.Schema<I, IE>,
-  input: { readonly params?: unknown; readonly query?: unknown; readonly body?: unknown },
-): Effect.Effect<I, InvalidRequest> =>
-  Effect.zipRight(
-    refuseHostile(input),
+  input: Input,
+  options: { readonly textBody?: boolean; readonly lenient?: Lenience } = {},
+): Effect.Effect<I, InvalidRequest> => {
+  let value = input;
+  if (options.textBody) {
+    try {
+      value = { ...input, body: JSON.parse(String(input.body ?? "")) as unknown };
+    } catch {
+      return Effect.fail(notJson());
+    }
+  }
+  const lenient = options.lenient;
+  return Effect.zipRight(
+    refuseHostile(value, lenient?.nul !== true),
     Effect.mapError(
-      Schema.decodeUnknown(withStrictBody(schema), { errors: "all", onExcessProperty: "ignore" })(input),
+      Schema.decodeUnknown(lenient?.unknownFields ? schema : withStrictBody(schema), {
+        errors: "all",
+        onExcessProperty: "ignore",
+      })(value),
       toInvalidRequest,
     ),
   );
+};
 
-const decode = <I, IE>(schema: Schema.Schema<I, IE>, request: RawRequest) =>
-  decodeRequest(schema, {
-    params: request.params,
-    query: request.query ?? {},
-    // No body reads as an empty object, so a missing required field is named as such.
-    body: request.body ?? {},
-  });
+const JSON_BODY: BodyKind = { kind: "json" };
+const JSON_REPLY: ReplyKind = { kind: "json" };
+
+const decoderOf = <I, IE>(def: Definition<I, IE, unknown, unknown>) => {
+  const options = { textBody: def.body?.kind === "text", lenient: def.lenient };
+  return (request: RawRequest) =>
+    decodeRequest(
+      def.input,
+      {
+        params: request.params,
+        query: request.query ?? {},
+        // No body reads as an empty object, so a missing required field is named as such.
+        body: options.textBody ? request.body : (request.body ?? {}),
+      },
+      options,
+    );
+};
 
 const encoders = new WeakMap<object, ((value: unknown) => unknown) | null>();
 
@@ -169,8 +295,10 @@ const encoderOf = (output: Schema.Schema.AnyNoContext) => {
 
 const encode = <O, OE>(
   def: Definition<unknown, unknown, O, OE>,
+  vod: Vod,
   value: O,
 ): Effect.Effect<Reply, InternalError> => {
+  if (def.reply) return Effect.succeed(def.reply.of(value, vod));
   if (def.output === null) return Effect.succeed({ status: def.status });
   const fast = encoderOf(def.output as Schema.Schema.AnyNoContext)?.(value);
   if (fast !== undefined && !failed(fast)) return Effect.succeed({ status: def.status, body: fast });
@@ -184,21 +312,51 @@ const encode = <O, OE>(
   );
 };
 
-/** An operation without credentials (sign-up, sign-in, refresh). */
-export const publicOperation = <I, IE, O, OE>(
-  def: Definition<I, IE, O, OE> & {
-    readonly run: (vod: Vod, input: I, call: PublicCall) => Effect.Effect<O, VodError>;
-  },
-): Operation => ({
+/** The operation's description, its defaults filled in. */
+const describe = (
+  def: Definition<unknown, unknown, unknown, unknown>,
+  auth: Requirement | "none",
+  credential: TokenCredential | undefined,
+) => ({
   ...def,
-  auth: "none",
-  execute: (vod, request) =>
-    Effect.gen(function* () {
-      const input = yield* decode(def.input, request);
-      const value = yield* def.run(vod, input, request);
-      return yield* encode(def as Definition<unknown, unknown, O, OE>, value);
-    }),
+  auth,
+  ...(credential ? { credential } : {}),
+  app: def.app ?? "api",
+  body: def.body ?? JSON_BODY,
+  reply: def.reply?.kind ?? JSON_REPLY,
 });
+
+/**
+ * An operation without API credentials: sign-up, sign-in, refresh; and the routes that take a
+ * credential of their own (`credential`), which their use case checks (media, telemetry, DRM).
+ * One that travels outside the input (a header) is checked by `verify` before the input is
+ * decoded, as API credentials are, and its claims handed to `run`.
+ */
+export const publicOperation = <I, IE, O, OE, C = undefined>(
+  def: Definition<I, IE, O, OE> & {
+    readonly credential?: TokenCredential;
+    readonly verify?: (vod: Vod, call: PublicCall) => Effect.Effect<C, VodError>;
+    readonly run: (
+      vod: Vod,
+      input: I,
+      call: PublicCall & { readonly claims: C },
+    ) => Effect.Effect<O, VodError>;
+  },
+): Operation => {
+  const decode = decoderOf(def as Definition<I, IE, unknown, unknown>);
+  const verify = def.verify;
+  return {
+    ...describe(def as Definition<unknown, unknown, unknown, unknown>, "none", def.credential),
+    execute: (vod, request) =>
+      Effect.gen(function* () {
+        const claims = verify === undefined ? undefined : yield* verify(vod, request);
+        const input = yield* decode(request);
+        const call = (verify === undefined ? request : { ...request, claims }) as PublicCall & { claims: C };
+        const value = yield* def.run(vod, input, call);
+        return yield* encode(def as Definition<unknown, unknown, O, OE>, vod, value);
+      }),
+  };
+};
 
 /**
  * An operation that needs a credential. Credentials are checked before the input, so a caller
@@ -209,21 +367,24 @@ export const authedOperation = <I, IE, O, OE>(
     readonly auth: Requirement;
     readonly run: (vod: Vod, input: I, call: AuthedCall) => Effect.Effect<O, VodError>;
   },
-): Operation => ({
-  ...def,
-  execute: (vod, request) =>
-    Effect.gen(function* () {
-      const principal = yield* vod.authenticate(request.credentials);
-      yield* authorize(principal, def.auth);
-      const credentialId = principal.kind === "user" ? principal.sessionId : principal.keyId;
-      yield* enforceRate(
-        vod.ports.rateLimiter,
-        `api:${principal.kind}:${credentialId}`,
-        { limit: vod.config.rateLimits.apiPerCredentialPerMinute, windowMs: 60_000 },
-        vod.ports.clock.now(),
-      );
-      const input = yield* decode(def.input, request);
-      const value = yield* def.run(vod, input, { ...request, principal });
-      return yield* encode(def as Definition<unknown, unknown, O, OE>, value);
-    }),
-});
+): Operation => {
+  const decode = decoderOf(def as Definition<I, IE, unknown, unknown>);
+  return {
+    ...describe(def as Definition<unknown, unknown, unknown, unknown>, def.auth, undefined),
+    execute: (vod, request) =>
+      Effect.gen(function* () {
+        const principal = yield* vod.authenticate(request.credentials);
+        yield* authorize(principal, def.auth);
+        const credentialId = principal.kind === "user" ? principal.sessionId : principal.keyId;
+        yield* enforceRate(
+          vod.ports.rateLimiter,
+          `api:${principal.kind}:${credentialId}`,
+          { limit: vod.config.rateLimits.apiPerCredentialPerMinute, windowMs: 60_000 },
+          vod.ports.clock.now(),
+        );
+        const input = yield* decode(request);
+        const value = yield* def.run(vod, input, { ...request, principal });
+        return yield* encode(def as Definition<unknown, unknown, O, OE>, vod, value);
+      }),
+  };
+};

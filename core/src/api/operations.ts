@@ -1,23 +1,76 @@
 import { Effect, Schema } from "effect";
+import type { VodError } from "../errors.js";
 import { Requests as Rq, Resources as Rs } from "../schema/index.js";
-import type { Principal } from "../use-cases/authenticate.js";
-import { type AuthedCall, authedOperation, type Operation, publicOperation } from "./operation.js";
+import type { Principal, Requirement } from "../use-cases/authenticate.js";
+import type { Vod } from "../vod.js";
+import {
+  type AuthedCall,
+  authedOperation,
+  type HttpMethod,
+  type Operation,
+  type PublicCall,
+  publicOperation,
+  type Reply,
+} from "./operation.js";
+
+const params = Schema.Struct({ params: Rq.IdParams });
+
+/** An entry's head: `METHOD /path`, its id and its success status. */
+const at = <M extends HttpMethod>(route: `${M} /${string}`, id: string, status: 200 | 201 | 204) => {
+  const space = route.indexOf(" ");
+  return { id, method: route.slice(0, space) as M, path: route.slice(space + 1), status };
+};
+
+/** An operation on the tenant's resource its path's `:id` names: who may, what it answers, the use case. */
+const onId = <O, OE>(
+  auth: Requirement,
+  output: Schema.Schema<O, OE> | null,
+  use: (vod: Vod) => (principal: Principal, id: string) => Effect.Effect<O, VodError>,
+) => ({
+  auth,
+  input: params,
+  output,
+  run: (vod: Vod, input: typeof params.Type, call: AuthedCall) => use(vod)(call.principal, input.params.id),
+});
+
+/** An operation of the tenant's made from its JSON body: who may, the body, the answer, the use case. */
+const onBody = <A, I, O, OE>(
+  auth: Requirement,
+  request: Schema.Schema<A, I>,
+  output: Schema.Schema<O, OE>,
+  use: (vod: Vod) => (principal: Principal, body: A) => Effect.Effect<O, VodError>,
+) => ({
+  auth,
+  input: body(request),
+  output,
+  run: (vod: Vod, input: { readonly body: A }, call: AuthedCall) => use(vod)(call.principal, input.body),
+});
 
 const body = <A, I>(schema: Schema.Schema<A, I>) => Schema.Struct({ body: schema });
-const params = Schema.Struct({ params: Rq.IdParams });
 const none = Schema.Struct({});
 
 const User = Schema.Struct({ user: Rs.User, ...Rs.TokenFields });
 type UserCall = AuthedCall & { principal: Principal & { kind: "user" } };
 const asUser = (call: AuthedCall) => call as UserCall;
-const userOnly = ["user"] as const;
+const read = { scope: "read" } as const;
+const write = { scope: "write" } as const;
+const admin = { scope: "admin" } as const;
+const readAsUser = { scope: "read", kinds: ["user"] } as const;
+
+const AssetReply = Schema.Struct({ asset: Rs.Asset });
+const ApiKeyCreated = Schema.Struct({
+  id: Schema.String,
+  name: Schema.String,
+  prefix: Schema.String,
+  scopes: Schema.Array(Rs.Scope),
+  created_at: Rs.EpochMs,
+  key: Schema.String,
+});
+const UploadStarted = Schema.Struct({ upload: Rs.UploadStarted });
 
 export const signup = publicOperation({
-  id: "signup",
-  method: "POST",
-  path: "/v1/auth/signup",
+  ...at("POST /v1/auth/signup", "signup", 201),
   summary: "Create a tenant and its owner user, and sign in.",
-  status: 201,
   input: body(Rq.SignupBody),
   output: Schema.Struct({ user: Rs.User, tenant: Rs.Tenant, ...Rs.TokenFields }),
   errors: ["Conflict", "RateLimited"],
@@ -25,11 +78,8 @@ export const signup = publicOperation({
 });
 
 export const login = publicOperation({
-  id: "login",
-  method: "POST",
-  path: "/v1/auth/login",
+  ...at("POST /v1/auth/login", "login", 200),
   summary: "Sign in with email and password.",
-  status: 200,
   input: body(Rq.LoginBody),
   output: User,
   errors: ["Unauthorized", "Forbidden", "RateLimited"],
@@ -37,11 +87,8 @@ export const login = publicOperation({
 });
 
 export const google = publicOperation({
-  id: "google",
-  method: "POST",
-  path: "/v1/auth/google",
+  ...at("POST /v1/auth/google", "google", 200),
   summary: "Sign in with a Google ID token; creates the account when the identity is new.",
-  status: 200,
   input: body(Rq.GoogleBody),
   output: Schema.Struct({ user: Rs.User, ...Rs.TokenFields, created: Schema.Boolean }),
   errors: ["Unauthorized", "Forbidden", "Conflict", "RateLimited"],
@@ -49,11 +96,8 @@ export const google = publicOperation({
 });
 
 export const refresh = publicOperation({
-  id: "refresh",
-  method: "POST",
-  path: "/v1/auth/refresh",
+  ...at("POST /v1/auth/refresh", "refresh", 200),
   summary: "Rotate a refresh token: the presented one is invalidated and a new pair issued.",
-  status: 200,
   input: body(Rq.RefreshBody),
   output: Rs.Tokens,
   errors: ["Unauthorized", "Forbidden", "RateLimited"],
@@ -61,36 +105,27 @@ export const refresh = publicOperation({
 });
 
 export const logout = authedOperation({
-  id: "logout",
-  method: "POST",
-  path: "/v1/auth/logout",
+  ...at("POST /v1/auth/logout", "logout", 204),
   summary: "End the access token's session, and the given refresh token's session.",
-  status: 204,
-  auth: { scope: "read", kinds: userOnly },
+  auth: readAsUser,
   input: body(Rq.LogoutBody),
   output: null,
   run: (vod, { body }, call) => vod.accounts.logout(asUser(call).principal, body.refresh_token),
 });
 
 export const changePassword = authedOperation({
-  id: "changePassword",
-  method: "POST",
-  path: "/v1/auth/password",
+  ...at("POST /v1/auth/password", "changePassword", 204),
   summary: "Change the current user's password; every other session of the user ends.",
-  status: 204,
-  auth: { scope: "read", kinds: userOnly },
+  auth: readAsUser,
   input: body(Rq.PasswordChangeBody),
   output: null,
   run: (vod, { body }, call) => vod.accounts.changePassword(asUser(call).principal, body),
 });
 
 export const me = authedOperation({
-  id: "me",
-  method: "GET",
-  path: "/v1/auth/me",
+  ...at("GET /v1/auth/me", "me", 200),
   summary: "The identity behind the credential.",
-  status: 200,
-  auth: { scope: "read" },
+  auth: read,
   input: none,
   output: Schema.Union(
     Schema.Struct({
@@ -111,129 +146,71 @@ export const me = authedOperation({
 });
 
 export const listApiKeys = authedOperation({
-  id: "listApiKeys",
-  method: "GET",
-  path: "/v1/api-keys",
+  ...at("GET /v1/api-keys", "listApiKeys", 200),
   summary: "API keys of the tenant, newest first, at most 500.",
-  status: 200,
-  auth: { scope: "read" },
+  auth: read,
   input: none,
   output: Schema.Struct({ data: Schema.Array(Rs.ApiKey) }),
   run: (vod, _input, call) => vod.apiKeys.list(call.principal),
 });
 
 export const createApiKey = authedOperation({
-  id: "createApiKey",
-  method: "POST",
-  path: "/v1/api-keys",
+  ...at("POST /v1/api-keys", "createApiKey", 201),
   summary: "Create an API key; the full key is in this response only.",
-  status: 201,
-  auth: { scope: "admin" },
-  input: body(Rq.CreateApiKeyBody),
-  output: Schema.Struct({
-    id: Schema.String,
-    name: Schema.String,
-    prefix: Schema.String,
-    scopes: Schema.Array(Rs.Scope),
-    created_at: Rs.EpochMs,
-    key: Schema.String,
-  }),
-  run: (vod, { body }, call) => vod.apiKeys.create(call.principal, body),
+  ...onBody(admin, Rq.CreateApiKeyBody, ApiKeyCreated, (vod) => vod.apiKeys.create),
 });
 
 export const revokeApiKey = authedOperation({
-  id: "revokeApiKey",
-  method: "DELETE",
-  path: "/v1/api-keys/:id",
+  ...at("DELETE /v1/api-keys/:id", "revokeApiKey", 204),
   summary: "Revoke an API key; it stops working at once.",
-  status: 204,
-  auth: { scope: "admin" },
-  input: params,
-  output: null,
-  run: (vod, { params }, call) => vod.apiKeys.revoke(call.principal, params.id),
+  ...onId(admin, null, (vod) => vod.apiKeys.revoke),
 });
 
 export const listAssets = authedOperation({
-  id: "listAssets",
-  method: "GET",
-  path: "/v1/assets",
+  ...at("GET /v1/assets", "listAssets", 200),
   summary: "Assets of the tenant, newest first, keyset paginated.",
-  status: 200,
-  auth: { scope: "read" },
+  auth: read,
   input: Schema.Struct({ query: Rq.ListAssetsQuery }),
   output: Schema.Struct({ data: Schema.Array(Rs.Asset), next_cursor: Schema.NullOr(Schema.String) }),
   run: (vod, { query }, call) => vod.assets.list(call.principal, query),
 });
 
 export const createAsset = authedOperation({
-  id: "createAsset",
-  method: "POST",
-  path: "/v1/assets",
+  ...at("POST /v1/assets", "createAsset", 201),
   summary: "Create an asset draft (pending, private).",
-  status: 201,
-  auth: { scope: "write" },
-  input: body(Rq.CreateAssetBody),
-  output: Schema.Struct({ asset: Rs.Asset }),
-  run: (vod, { body }, call) => vod.assets.create(call.principal, body),
+  ...onBody(write, Rq.CreateAssetBody, AssetReply, (vod) => vod.assets.create),
 });
 
 export const getAsset = authedOperation({
-  id: "getAsset",
-  method: "GET",
-  path: "/v1/assets/:id",
+  ...at("GET /v1/assets/:id", "getAsset", 200),
   summary: "One asset of the tenant.",
-  status: 200,
-  auth: { scope: "read" },
-  input: params,
-  output: Schema.Struct({ asset: Rs.Asset }),
-  run: (vod, { params }, call) => vod.assets.get(call.principal, params.id),
+  ...onId(read, AssetReply, (vod) => vod.assets.get),
 });
 
 export const startUpload = authedOperation({
-  id: "startUpload",
-  method: "POST",
-  path: "/v1/uploads",
+  ...at("POST /v1/uploads", "startUpload", 201),
   summary: "Start a multipart upload session for an asset: one upload URL per part.",
-  status: 201,
-  auth: { scope: "write" },
-  input: body(Rq.StartUploadBody),
-  output: Schema.Struct({ upload: Rs.UploadStarted }),
+  ...onBody(write, Rq.StartUploadBody, UploadStarted, (vod) => vod.uploads.start),
   errors: ["UploadInProgress"],
-  run: (vod, { body }, call) => vod.uploads.start(call.principal, body),
 });
 
 export const resumeUpload = authedOperation({
-  id: "resumeUpload",
-  method: "GET",
-  path: "/v1/uploads/:id",
+  ...at("GET /v1/uploads/:id", "resumeUpload", 200),
   summary: "Resume an upload: the parts stored so far and fresh URLs for the missing ones.",
-  status: 200,
-  auth: { scope: "read" },
-  input: params,
-  output: Schema.Struct({ upload: Rs.UploadResumed }),
-  run: (vod, { params }, call) => vod.uploads.resume(call.principal, params.id),
+  ...onId(read, Schema.Struct({ upload: Rs.UploadResumed }), (vod) => vod.uploads.resume),
 });
 
 export const abortUpload = authedOperation({
-  id: "abortUpload",
-  method: "DELETE",
-  path: "/v1/uploads/:id",
+  ...at("DELETE /v1/uploads/:id", "abortUpload", 204),
   summary: "Abort an upload session; its stored parts are removed.",
-  status: 204,
-  auth: { scope: "write" },
-  input: params,
-  output: null,
+  ...onId(write, null, (vod) => vod.uploads.abort),
   errors: ["UploadInProgress"],
-  run: (vod, { params }, call) => vod.uploads.abort(call.principal, params.id),
 });
 
 export const completeUpload = authedOperation({
-  id: "completeUpload",
-  method: "POST",
-  path: "/v1/uploads/:id/complete",
+  ...at("POST /v1/uploads/:id/complete", "completeUpload", 200),
   summary: "Verify the stored parts, assemble the origin file and start processing. Idempotent.",
-  status: 200,
-  auth: { scope: "write" },
+  auth: write,
   input: Schema.Struct({ params: Rq.IdParams, body: Rq.CompleteUploadBody }),
   output: Schema.Struct({ upload: Rs.UploadSession, asset: Rs.Asset }),
   errors: ["UploadInProgress"],
@@ -241,28 +218,154 @@ export const completeUpload = authedOperation({
 });
 
 export const createPlaybackSession = authedOperation({
-  id: "createPlaybackSession",
-  method: "POST",
-  path: "/v1/playback/sessions",
+  ...at("POST /v1/playback/sessions", "createPlaybackSession", 201),
   summary: "Mint a playback session for a ready asset: a signed token and its delivery URLs.",
-  status: 201,
-  auth: { scope: "read" },
-  input: body(Rq.CreatePlaybackBody),
-  output: Rs.PlaybackCreated,
+  ...onBody(read, Rq.CreatePlaybackBody, Rs.PlaybackCreated, (vod) => vod.playback.create),
   errors: ["UploadInProgress"],
-  run: (vod, { body }, call) => vod.playback.create(call.principal, body),
 });
 
 export const revokePlaybackSession = authedOperation({
-  id: "revokePlaybackSession",
-  method: "DELETE",
-  path: "/v1/playback/sessions/:id",
+  ...at("DELETE /v1/playback/sessions/:id", "revokePlaybackSession", 204),
   summary: "End a playback session; its token stops working everywhere within about two minutes.",
-  status: 204,
-  auth: { scope: "read" },
-  input: params,
+  ...onId(read, null, (vod) => vod.playback.revoke),
+});
+
+export const uploadPart = publicOperation({
+  ...at("PUT /v1/uploads/:id/parts/:number", "uploadPart", 200),
+  summary: "Upload one part's bytes to the signed URL `startUpload` or `resumeUpload` gave.",
+  app: "media",
+  credential: { token: "part-signature", in: "query" },
+  body: { kind: "stream", mediaType: "application/octet-stream" },
+  // Browsers upload parts straight from a page, and read the ETag.
+  cors: {
+    allowHeaders: ["content-type", "content-md5", "x-request-id"],
+    exposeHeaders: ["ETag", "x-request-id"],
+  },
+  input: Schema.Struct({ params: Rq.PartParams, query: Rq.PartUrlQuery }),
   output: null,
-  run: (vod, { params }, call) => vod.playback.revoke(call.principal, params.id),
+  errors: ["UploadInProgress"],
+  run: (vod, { params, query }, call) =>
+    vod.uploads.receivePart(
+      {
+        uploadId: params.id,
+        number: params.number,
+        tenantId: query.t,
+        expiresSec: query.e,
+        signature: query.s,
+      },
+      call.stream ?? noBytes(),
+    ),
+  reply: {
+    kind: { kind: "headers", headers: { ETag: "the part's ETag, quoted" } },
+    of: ({ etag }) => ({ status: 200, headers: { etag: `"${etag}"` } }),
+  },
+});
+
+async function* noBytes(): AsyncIterable<Uint8Array> {}
+
+type Opened = Effect.Effect.Success<ReturnType<Vod["playback"]["open"]>>;
+
+/** A media file as HTTP answers it: whole or by range, a redirect to the store, or 416. */
+const fileReply = (file: Opened, vod: Vod): Reply => {
+  if (file.kind === "unsatisfiable")
+    return { status: 416, headers: { "content-range": `bytes */${file.size}` } };
+  // The signed URL is short-lived: no cache may keep the redirect longer than it works.
+  if (file.kind === "redirect")
+    return { status: 302, headers: { location: file.url, "cache-control": "private, no-store" } };
+  // Private: the URL carries a credential. Segments never change; playlists are re-read.
+  const maxAge = Math.max(0, Math.min(86_400, Math.floor((file.expiresAt - vod.ports.clock.now()) / 1000)));
+  const headers = {
+    "cache-control": file.playlist ? "private, no-cache" : `private, max-age=${maxAge}, immutable`,
+    "content-type": file.contentType,
+    "accept-ranges": "bytes",
+  };
+  if (!file.range)
+    return { status: 200, headers: { ...headers, "content-length": String(file.size) }, stream: file.body };
+  return {
+    status: 206,
+    headers: {
+      ...headers,
+      "content-range": `bytes ${file.range.start}-${file.range.end}/${file.size}`,
+      "content-length": String(file.range.end - file.range.start + 1),
+    },
+    stream: file.body,
+  };
+};
+
+export const playFile = publicOperation({
+  ...at("GET /v1/play/:token/*path", "playFile", 200),
+  summary: "A manifest, segment or key file of a playback session; byte ranges supported.",
+  app: "media",
+  credential: { token: "playback", in: "path" },
+  body: { kind: "none" },
+  // A file name with a NUL is no file of the asset: 404 like any other.
+  lenient: { nul: true },
+  cors: { allowHeaders: ["range"], exposeHeaders: ["content-length", "content-range", "accept-ranges"] },
+  input: Schema.Struct({ params: Rq.PlayParams }),
+  output: null,
+  errors: ["Forbidden", "PlaybackUnavailable"],
+  run: (vod, { params }, call) => vod.playback.open(params.token, params.path, call.range),
+  reply: { kind: { kind: "file" }, of: (file, vod) => fileReply(file, vod) },
+});
+
+/** DECISIONS: a telemetry batch is at most 32 KiB, refused before it is read whole. */
+export const TELEMETRY_MAX_BYTES = 32 * 1024;
+
+export const telemetry = publicOperation({
+  ...at("POST /v1/telemetry", "telemetry", 204),
+  summary: "A player's batch of playback events, with the playback token in the body.",
+  app: "media",
+  credential: { token: "playback", in: "body" },
+  // Beacons go as text/plain (no CORS preflight) as often as JSON.
+  body: { kind: "text", maxBytes: TELEMETRY_MAX_BYTES, mediaTypes: ["text/plain", "application/json"] },
+  // Invalid events, a NUL in one included, are dropped and counted; the batch stands.
+  lenient: { unknownFields: true, nul: true },
+  cors: { allowHeaders: ["content-type"], exposeHeaders: ["x-telemetry-accepted"] },
+  input: body(Rq.TelemetryBatch),
+  output: null,
+  errors: ["Forbidden", "RateLimited"],
+  run: (vod, input) => vod.playback.telemetry(input.body),
+  reply: {
+    kind: { kind: "headers", headers: { "x-telemetry-accepted": "how many events were stored" } },
+    of: ({ accepted }) => ({ status: 204, headers: { "x-telemetry-accepted": String(accepted) } }),
+  },
+});
+
+export const entitlement = publicOperation({
+  ...at("POST /v1/drm/entitlement", "entitlement", 200),
+  summary: "The DRM entitlement of a playback session: licence URL and token.",
+  credential: { token: "playback", in: "bearer" },
+  app: "drm",
+  body: { kind: "none" },
+  cors: { allowHeaders: ["authorization", "content-type"] },
+  input: none,
+  output: Rs.Entitlement,
+  errors: ["Forbidden", "Conflict"],
+  run: (vod, _input, call) => vod.playback.entitlement(call.credentials.bearer),
+});
+
+const LICENSE_TOKEN = "x-vod-license-token";
+
+const headerOf = (call: PublicCall, name: string) => {
+  const value = call.headers?.[name];
+  return typeof value === "string" ? value : undefined;
+};
+
+export const clearKeyLicense = publicOperation({
+  ...at("POST /v1/drm/clearkey/license", "clearKeyLicense", 200),
+  summary: "A W3C ClearKey licence for the requested key ids.",
+  app: "drm",
+  credential: { token: "license", in: "header", name: LICENSE_TOKEN },
+  // EME players post the licence request as raw bytes; whatever its content type, it is JSON.
+  body: { kind: "text", maxBytes: 16 * 1024, mediaTypes: ["application/json", "application/octet-stream"] },
+  lenient: { unknownFields: true },
+  cors: { allowHeaders: ["content-type", LICENSE_TOKEN] },
+  input: body(Rq.ClearKeyRequest),
+  output: Rs.ClearKeyLicense,
+  // The asset has no content key.
+  errors: ["Forbidden", "NotFound"],
+  verify: (vod, call) => vod.playback.verifyLicense(headerOf(call, LICENSE_TOKEN)),
+  run: (vod, input, call) => vod.playback.licenseFor(call.claims, input.body),
 });
 
 /** Every operation of the API, in the spec's order. */
@@ -286,4 +389,9 @@ export const operations: ReadonlyArray<Operation> = [
   completeUpload,
   createPlaybackSession,
   revokePlaybackSession,
+  uploadPart,
+  playFile,
+  telemetry,
+  entitlement,
+  clearKeyLicense,
 ];

@@ -147,3 +147,6 @@ export const ClearKeyRequest = Schema.Struct({
   kids: Schema.Array(Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9_-]{1,64}$/))).pipe(Schema.minItems(1)),
   type: Schema.optional(Schema.String),
 });
+
+/** A media file of a playback session: the token, then the file's path under it. */
+export const PlayParams = Schema.Struct({ token: Schema.String, path: Schema.String });

@@ -134,3 +134,26 @@ export const PlaybackCreated = Schema.Struct({
     entitlement: Schema.optional(Url),
   }),
 }).annotations({ identifier: "PlaybackSessionCreated" });
+
+const KeySystem = Schema.Struct({
+  license_url: Schema.String,
+  certificate_url: Schema.optional(Schema.String),
+}).annotations({ identifier: "KeySystem" });
+
+/** A DRM session's entitlement: the configured key systems among the four DECISIONS names. */
+export const Entitlement = Schema.Struct({
+  expires_at: EpochMs,
+  license_headers: Schema.Struct({ "x-vod-license-token": Schema.String }),
+  key_systems: Schema.Struct({
+    "org.w3.clearkey": Schema.optional(KeySystem),
+    "com.widevine.alpha": Schema.optional(KeySystem),
+    "com.microsoft.playready": Schema.optional(KeySystem),
+    "com.apple.fps": Schema.optional(KeySystem),
+  }),
+}).annotations({ identifier: "Entitlement" });
+
+/** The W3C ClearKey licence: a JWK set. */
+export const ClearKeyLicense = Schema.Struct({
+  keys: Schema.Array(Schema.Struct({ kty: Schema.Literal("oct"), kid: Schema.String, k: Schema.String })),
+  type: Schema.String,
+}).annotations({ identifier: "ClearKeyLicense" });

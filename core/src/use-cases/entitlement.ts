@@ -2,11 +2,10 @@ import { Effect, Option, Schema } from "effect";
 import type { VodConfig } from "../config.js";
 import { Conflict, NotFound, Unauthorized } from "../errors.js";
 import type { RevocationStore } from "../ports/revocation-store.js";
-import { Requests } from "../schema/index.js";
+import type { Requests } from "../schema/index.js";
 import type { VodPorts } from "../tokens.js";
 import type { makeContentKeys } from "./content-keys.js";
 import type { VerifyPlaybackToken } from "./playback-sessions.js";
-import { invalidBody, refuseHostile } from "./support.js";
 
 /** An entitlement lives at most this long, and never past its session. */
 export const ENTITLEMENT_TTL_MS = 300_000;
@@ -14,6 +13,7 @@ export const ENTITLEMENT_TTL_MS = 300_000;
 /** What a licence token carries: the playback session it was issued for. */
 const LicenseTokenClaims = Schema.Struct({ sid: Schema.String, tid: Schema.String, aid: Schema.String });
 const decodeLicenseClaims = Schema.decodeUnknownOption(LicenseTokenClaims);
+export type LicenseClaims = typeof LicenseTokenClaims.Type;
 
 const b64url = (bytes: Uint8Array) => Buffer.from(bytes).toString("base64url");
 
@@ -65,8 +65,8 @@ export const makeEntitlement = (
       };
     });
 
-  /** The W3C ClearKey licence: the content key, only to a holder of a valid licence token. */
-  const clearKeyLicense = (licenseToken: string | undefined, request: unknown) =>
+  /** The playback session a licence token was issued for, while the token and its session last. */
+  const verifyLicense = (licenseToken: string | undefined) =>
     Effect.gen(function* () {
       if (!licenseToken) return yield* Effect.fail(new Unauthorized({ message: "missing licence token" }));
       const now = clock.now();
@@ -77,15 +77,15 @@ export const makeEntitlement = (
       const decoded = decodeLicenseClaims(verified.claims);
       if (Option.isNone(decoded))
         return yield* Effect.fail(new Unauthorized({ message: "invalid licence token" }));
-      const { sid, tid, aid } = decoded.value;
-      if (yield* revocations.isRevoked(sid, now))
+      if (yield* revocations.isRevoked(decoded.value.sid, now))
         return yield* Effect.fail(new Unauthorized({ message: "playback session has ended" }));
-      yield* refuseHostile(request, "not a ClearKey licence request");
-      const body = yield* Effect.mapError(
-        Schema.decodeUnknown(Requests.ClearKeyRequest)(request),
-        invalidBody("not a ClearKey licence request"),
-      );
-      const key = yield* keys.find(tid, aid);
+      return decoded.value;
+    });
+
+  /** The W3C ClearKey licence of a verified licence token's asset: its content key, if asked for. */
+  const licenseFor = (claims: LicenseClaims, body: typeof Requests.ClearKeyRequest.Type) =>
+    Effect.gen(function* () {
+      const key = yield* keys.find(claims.tid, claims.aid);
       if (Option.isNone(key))
         return yield* Effect.fail(new NotFound({ message: "no content key for this asset" }));
       const kid = b64url(key.value.kid);
@@ -95,5 +95,9 @@ export const makeEntitlement = (
       };
     });
 
-  return { entitlement, clearKeyLicense };
+  /** The W3C ClearKey licence: the content key, only to a holder of a valid licence token. */
+  const clearKeyLicense = (licenseToken: string | undefined, body: typeof Requests.ClearKeyRequest.Type) =>
+    Effect.flatMap(verifyLicense(licenseToken), (claims) => licenseFor(claims, body));
+
+  return { entitlement, verifyLicense, licenseFor, clearKeyLicense };
 };

@@ -65,7 +65,15 @@ export const makePlaybackDelivery = (ports: VodPorts, verify: VerifyPlaybackToke
         Effect.fail(new NotFound({ message: "no such file" })),
       );
       const contentType = CONTENT_TYPES[path.slice(path.lastIndexOf(".") + 1)] ?? head.value.contentType;
-      return { kind: "file" as const, body, size, range: bounded, contentType, expiresAt: claims.expiresAt };
+      return {
+        kind: "file" as const,
+        body,
+        size,
+        range: bounded,
+        contentType,
+        playlist: isPlaylist,
+        expiresAt: claims.expiresAt,
+      };
     });
 
   return { open };

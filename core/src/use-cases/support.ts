@@ -1,9 +1,8 @@
 import { createHash, createHmac, timingSafeEqual } from "node:crypto";
-import { Effect, Option, ParseResult } from "effect";
-import { InvalidRequest, NotFound, RateLimited, type StorageError } from "../errors.js";
+import { Effect, Option } from "effect";
+import { NotFound, RateLimited, type StorageError } from "../errors.js";
 import type { Ids } from "../ports/ids.js";
 import type { RateLimiter, RateRule } from "../ports/rate-limiter.js";
-import { inputProblems } from "../schema/index.js";
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 const BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz";
@@ -64,23 +63,3 @@ export const enforceRate = (
           }),
         ),
   );
-
-/** Input nested too deep (or holding a NUL, unless `nul: false`) is refused before any schema sees it. */
-export const refuseHostile = (value: unknown, message: string, options?: { readonly nul?: boolean }) => {
-  const fields = inputProblems(value, options);
-  return fields.length === 0
-    ? Effect.void
-    : Effect.fail(new InvalidRequest({ message, details: { fields } }));
-};
-
-/** A schema's refusal of a body as the spec's 400, each problem with its path. */
-export const invalidBody = (message: string) => (error: ParseResult.ParseError) =>
-  new InvalidRequest({
-    message,
-    details: {
-      fields: ParseResult.ArrayFormatter.formatErrorSync(error).map((i) => ({
-        path: i.path,
-        message: i.message,
-      })),
-    },
-  });

@@ -10,8 +10,8 @@ export interface ApiAppOptions {
   readonly logger: Logger;
   readonly trustProxy?: boolean;
   readonly baseUrl?: string;
-  /** Routers mounted before the API's own routes (the media app's part uploads). */
-  readonly routes?: ReadonlyArray<express.Router>;
+  readonly mediaUrl?: string;
+  readonly drmUrl?: string;
   readonly operations?: ReadonlyArray<Operation>;
   /** `/readyz`'s checks and `/metrics` (none: `/readyz` answers 200 while the process serves). */
   readonly ops?: OpsOptions;
@@ -19,13 +19,17 @@ export interface ApiAppOptions {
   readonly corsOrigins?: ReadonlyArray<string>;
 }
 
-/** The API app ({base_url}): every operation of the catalog behind the one generic handler. */
+/**
+ * The app of every route ({base_url}, and {media_url} and {drm_url} unless they are split off):
+ * every operation of the catalog behind the one generic handler.
+ */
 export const createApiApp = ({
   vod,
   logger,
   trustProxy = false,
   baseUrl,
-  routes = [],
+  mediaUrl,
+  drmUrl,
   operations: ops = operations,
   ops: operational = { readiness: [] },
   corsOrigins = [],
@@ -49,14 +53,18 @@ export const createApiApp = ({
   app.get("/healthz", (_req, res) => {
     res.json({ status: "ok" });
   });
-  // The catalog first: the hot paths, and no path of it is one the routers below answer, so the
-  // order changes no answer. Bodies are parsed on its routes only (an unknown route is 404
-  // whatever it carries); what the parser refuses (malformed JSON, a broken gzip body) reaches
-  // `internalError`, which answers with the spec's error.
+  // Every route of the spec is an operation of the catalog, each reading its body as its
+  // operation says (an unknown route is 404 whatever it carries); what the JSON parser refuses
+  // (malformed JSON, a broken gzip body) reaches `internalError`, which answers with the spec's
+  // error.
   app.use(catalogRoutes(vod, ops));
-  for (const router of routes) app.use(router);
   // Generated once from the schemas that validate and encode every operation.
-  const openApi = openApiDocument(ops, { title: "VOD platform API", version: "1.0.0", serverUrl: baseUrl });
+  const openApi = openApiDocument(ops, {
+    title: "VOD platform API",
+    version: "1.0.0",
+    serverUrl: baseUrl,
+    urls: { media: mediaUrl, drm: drmUrl },
+  });
   app.get("/v1/openapi.json", (_req, res) => {
     res.json(openApi);
   });

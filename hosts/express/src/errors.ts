@@ -1,7 +1,7 @@
 import {
   errorCode,
   errorStatus,
-  InvalidRequest,
+  invalidInput,
   NotFound,
   PayloadTooLarge,
   type VodError,
@@ -61,8 +61,8 @@ export const replyForCause = (cause: Cause.Cause<VodError>): { reply: ErrorReply
 };
 
 /** The whole request, not one field of it: `details.fields` with the empty path. */
-const wholeRequest = (message: string, detail: string) =>
-  new InvalidRequest({ message, details: { fields: [{ path: [], message: detail }] } });
+export const wholeRequest = (message: string, detail: string) =>
+  invalidInput(message, [{ path: [], message: detail }]);
 
 interface FrameworkError {
   readonly type?: unknown;

@@ -5,4 +5,4 @@ export { errorReply, statusOf } from "./errors.js";
 export { DEFAULT_HEAP_GROWING_PERCENT, tuneHeapForStreaming } from "./heap.js";
 export { loggedPath } from "./http.js";
 export { createLogger } from "./logger.js";
-export { type RunningHost, routesBesideCatalog, startHost } from "./server.js";
+export { type RunningHost, startHost } from "./server.js";

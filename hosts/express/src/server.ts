@@ -6,12 +6,7 @@ import { type ComposeOverrides, composeVod } from "./compose.js";
 import type { HostConfig } from "./config.js";
 import { answerClientError } from "./http.js";
 import { createLogger, type Logger } from "./logger.js";
-import { mediaRoutes } from "./media-app.js";
-import { drmRoutes, playbackRoutes } from "./playback-routes.js";
 import { type RunningWorker, startWorker } from "./worker.js";
-
-/** The routers the host mounts beside the catalog's operations, in front of them. */
-export const routesBesideCatalog = (vod: Vod) => [mediaRoutes(vod), playbackRoutes(vod), drmRoutes(vod)];
 
 export interface RunningHost {
   readonly vod: Vod;
@@ -79,7 +74,6 @@ export const startHost = async (
     logger,
     trustProxy: config.trustProxy,
     baseUrl: effective.baseUrl,
-    routes: routesBesideCatalog(vod),
     corsOrigins: config.corsOrigins,
     ops: {
       metrics: composed.metrics,
@@ -93,6 +87,8 @@ export const startHost = async (
         ...composed.readiness,
       ],
     },
+    mediaUrl: effective.mediaUrl,
+    drmUrl: effective.drmUrl,
   });
   handle = app;
   const url = `http://127.0.0.1:${port}`;

@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import { Writable } from "node:stream";
 import { filesystemObjectStore } from "@vod/adapter-filesystem";
-import { createApiApp, createLogger, type RunningHost, routesBesideCatalog } from "@vod/host-express";
+import { createApiApp, createLogger, type RunningHost } from "@vod/host-express";
 import { beforeAll, describe, expect, it } from "vitest";
 import { suiteScratch } from "./suites.js";
 
@@ -52,11 +52,10 @@ describe("the OpenAPI document the host serves", () => {
     const documented = Object.entries(doc.paths)
       .flatMap(([path, methods]) => Object.keys(methods).map((method) => `${method.toUpperCase()} ${path}`))
       .sort();
-    // The app as the host composes it: the catalog behind the routers mounted beside it.
+    // The app as the host composes it: every route of the catalog and the host's own.
     const app = createApiApp({
       vod: host.vod,
       logger: createLogger("error", new Writable({ write: (_c, _e, done) => done() })),
-      routes: routesBesideCatalog(host.vod),
     }) as unknown as { router: { stack: ReadonlyArray<Layer> } };
     // CORS preflights are answered for browsers by the CORS middleware; they are no API operation.
     const routes = [...new Set(mounted(app.router.stack))].filter((r) => !r.startsWith("OPTIONS ")).sort();
