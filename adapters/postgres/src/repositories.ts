@@ -66,6 +66,17 @@ const ASSET_COLUMNS = [
   "created_at",
 ] as const satisfies ReadonlyArray<keyof Asset>;
 const ASSET = ASSET_COLUMNS.join(", ");
+/** What a client changes (PATCH); `update` writes the rest, but for the keys and created_at. */
+const ASSET_DETAIL_COLUMNS = ["title", "visibility", "published_at"] as const satisfies ReadonlyArray<
+  keyof Asset
+>;
+const ASSET_STATE_COLUMNS = ASSET_COLUMNS.filter(
+  (c) =>
+    c !== "id" &&
+    c !== "tenant_id" &&
+    c !== "created_at" &&
+    !(ASSET_DETAIL_COLUMNS as ReadonlyArray<string>).includes(c),
+);
 const UPLOAD = [
   "id",
   "tenant_id",
@@ -279,13 +290,14 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
           ASSET_COLUMNS.map((c) => a[c]),
         ),
       get: (tenantId, id) =>
-        one<Asset>(tenantScope(tenantId), `SELECT ${ASSET} FROM assets WHERE tenant_id = $1 AND id = $2`, [
-          tenantId,
-          id,
-        ]),
+        one<Asset>(
+          tenantScope(tenantId),
+          `SELECT ${ASSET} FROM assets WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL`,
+          [tenantId, id],
+        ),
       list: (tenantId, { status, limit, after }) => {
         const params: unknown[] = [tenantId];
-        let where = "tenant_id = $1";
+        let where = "tenant_id = $1 AND deleted_at IS NULL";
         if (status !== undefined) {
           params.push(status);
           where += ` AND status = $${params.length}`;
@@ -305,14 +317,32 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
           (r) => r.rows,
         );
       },
-      update: (a) => {
-        const columns = ASSET_COLUMNS.filter((c) => c !== "id" && c !== "tenant_id" && c !== "created_at");
-        return write(
+      update: (a) =>
+        write(
           tenantScope(a.tenant_id),
-          `UPDATE assets SET ${columns.map((c, i) => `${c} = $${i + 3}`).join(", ")} WHERE tenant_id = $1 AND id = $2`,
-          [a.tenant_id, a.id, ...columns.map((c) => a[c])],
+          `UPDATE assets SET ${ASSET_STATE_COLUMNS.map((c, i) => `${c} = $${i + 3}`).join(", ")}
+           WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL`,
+          [a.tenant_id, a.id, ...ASSET_STATE_COLUMNS.map((c) => a[c])],
+        ),
+      updateDetails: (tenantId, id, details) => {
+        const columns = ASSET_DETAIL_COLUMNS.filter((c) => details[c] !== undefined);
+        // Nothing to change still answers the stored asset (a PATCH of `{}`).
+        const set = columns.length === 0 ? "id = id" : columns.map((c, i) => `${c} = $${i + 3}`).join(", ");
+        return one<Asset>(
+          tenantScope(tenantId),
+          `UPDATE assets SET ${set} WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL RETURNING ${ASSET}`,
+          [tenantId, id, ...columns.map((c) => details[c])],
         );
       },
+      remove: (tenantId, id, at) =>
+        Effect.map(
+          run(
+            tenantScope(tenantId),
+            "UPDATE assets SET deleted_at = $3 WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL",
+            [tenantId, id, at],
+          ),
+          (r) => r.rowCount === 1,
+        ),
     },
     uploads: {
       insert: (u) =>
@@ -395,6 +425,23 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
           tenantScope(tenantId),
           "UPDATE playback_sessions SET ended_at = $3 WHERE tenant_id = $1 AND id = $2 AND ended_at IS NULL",
           [tenantId, id, at],
+        ),
+      endForAsset: (tenantId, assetId, at, expiringAfter) =>
+        Effect.zipRight(
+          write(
+            tenantScope(tenantId),
+            "UPDATE playback_sessions SET ended_at = $3 WHERE tenant_id = $1 AND asset_id = $2 AND ended_at IS NULL",
+            [tenantId, assetId, at],
+          ),
+          Effect.map(
+            run<PlaybackSession>(
+              tenantScope(tenantId),
+              `SELECT id, tenant_id, asset_id, drm, expires_at, created_at, ended_at FROM playback_sessions
+               WHERE tenant_id = $1 AND asset_id = $2 AND expires_at > $3`,
+              [tenantId, assetId, expiringAfter],
+            ),
+            (r) => r.rows,
+          ),
         ),
     },
     contentKeys: {

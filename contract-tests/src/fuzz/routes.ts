@@ -19,7 +19,7 @@ export type CredentialSlot =
 
 export interface FuzzRoute {
   readonly id: string;
-  readonly method: "GET" | "HEAD" | "POST" | "PUT" | "DELETE";
+  readonly method: "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE";
   /** Express-style: `:name` parameters, `*path` for the rest of the path. */
   readonly path: string;
   readonly credential: CredentialSlot;
@@ -38,7 +38,7 @@ export const catalogRoutes: ReadonlyArray<FuzzRoute> = operations.map((op) => ({
   path: op.path,
   credential: op.auth === "none" ? { kind: "none" } : { kind: "api", requirement: op.auth },
   input: op.input,
-  body: op.method === "POST" ? "json" : "none",
+  body: op.method === "POST" || op.method === "PATCH" ? "json" : "none",
   catalog: true,
 }));
 

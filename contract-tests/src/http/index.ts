@@ -1,6 +1,7 @@
 import { describe } from "vitest";
 import { describeAccounts } from "./accounts.js";
 import { describeApiKeys } from "./api-keys.js";
+import { describeAssetLifecycle } from "./asset-lifecycle.js";
 import { describeAssets } from "./assets.js";
 import type { MakeHttpSubject } from "./client.js";
 import { describeErrors } from "./errors.js";
@@ -23,6 +24,7 @@ export const describeHttpApi = (name: string, makeSubject: MakeHttpSubject): voi
     describeGoogleSignIn(makeSubject);
     describeApiKeys(makeSubject);
     describeAssets(makeSubject);
+    describeAssetLifecycle(makeSubject);
     describeUploads(makeSubject);
     describeErrors(makeSubject);
     describeRateLimits(makeSubject);

@@ -16,7 +16,7 @@ type Credential =
 /** One route as the document describes it: a catalog operation or a route the host mounts beside. */
 export interface DocumentedRoute {
   readonly id: string;
-  readonly method: "GET" | "HEAD" | "POST" | "PUT" | "DELETE";
+  readonly method: "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE";
   /** Express-style: `:name` parameters, `*name` for the rest of the path. */
   readonly path: string;
   readonly summary: string;

@@ -30,7 +30,7 @@ export interface AuthedCall extends PublicCall {
   readonly principal: Principal;
 }
 
-export type HttpMethod = "GET" | "POST" | "DELETE";
+export type HttpMethod = "GET" | "POST" | "PATCH" | "DELETE";
 
 /** What every operation of the catalog exposes: enough to route it, document it and run it. */
 export interface Operation {

@@ -189,6 +189,31 @@ export const getAsset = authedOperation({
   run: (vod, { params }, call) => vod.assets.get(call.principal, params.id),
 });
 
+export const updateAsset = authedOperation({
+  id: "updateAsset",
+  method: "PATCH",
+  path: "/v1/assets/:id",
+  summary: "Change an asset's title or visibility; nothing else of it can change.",
+  status: 200,
+  auth: { scope: "write" },
+  input: Schema.Struct({ params: Rq.IdParams, body: Rq.UpdateAssetBody }),
+  output: Schema.Struct({ asset: Rs.Asset }),
+  run: (vod, { params, body }, call) => vod.assets.update(call.principal, params.id, body),
+});
+
+export const deleteAsset = authedOperation({
+  id: "deleteAsset",
+  method: "DELETE",
+  path: "/v1/assets/:id",
+  summary:
+    "Delete an asset at once: its open upload is aborted, its playback sessions end, its objects are removed in the background.",
+  status: 204,
+  auth: { scope: "write" },
+  input: params,
+  output: null,
+  run: (vod, { params }, call) => vod.assets.remove(call.principal, params.id),
+});
+
 export const startUpload = authedOperation({
   id: "startUpload",
   method: "POST",
@@ -280,6 +305,8 @@ export const operations: ReadonlyArray<Operation> = [
   listAssets,
   createAsset,
   getAsset,
+  updateAsset,
+  deleteAsset,
   startUpload,
   resumeUpload,
   abortUpload,

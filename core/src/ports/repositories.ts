@@ -1,6 +1,6 @@
 import type { Effect, Option } from "effect";
 import type { ApiKey } from "../domain/api-key.js";
-import type { Asset, AssetStatus } from "../domain/asset.js";
+import type { Asset, AssetDetails, AssetStatus } from "../domain/asset.js";
 import type { PlaybackSession } from "../domain/playback-session.js";
 import type { RefreshSession, RefreshToken, RevokedReason } from "../domain/refresh-session.js";
 import type { Tenant, TenantStatus } from "../domain/tenant.js";
@@ -90,8 +90,21 @@ export interface AssetRepository {
       readonly after?: AssetKey | undefined;
     },
   ): Op<ReadonlyArray<Asset>>;
-  /** Stores the whole asset as given (the state machine made it). */
+  /**
+   * Stores the asset's processing facts as given (the state machine made them): status,
+   * failure_code, source_* and the origin facts. Title, visibility and published_at are the
+   * client's, written by `updateDetails` alone, so a long processing run never undoes a PATCH made
+   * meanwhile. A deleted asset stays deleted: nothing is written.
+   */
   update(asset: Asset): Op<void>;
+  /** Writes the given fields only; the asset as stored after it, none when it is not there. */
+  updateDetails(tenantId: string, id: string, details: AssetDetails): Op<Option.Option<Asset>>;
+  /**
+   * Deletes the asset: from then on `get`, `list`, `update` and `updateDetails` do not see it.
+   * False when it was not there (deleted already, or another tenant's): of two racing deletes one
+   * gets true.
+   */
+  remove(tenantId: string, id: string, at: number): Op<boolean>;
 }
 
 export interface UploadRepository {
@@ -113,6 +126,17 @@ export interface PlaybackSessionRepository {
   get(tenantId: string, id: string): Op<Option.Option<PlaybackSession>>;
   /** Sets ended_at if it is not set yet. */
   end(tenantId: string, id: string, at: number): Op<void>;
+  /**
+   * Sets ended_at on every session of the asset that has none, and answers the asset's sessions
+   * (ended now or before) whose expires_at is after `expiringAfter`: those whose tokens may still
+   * be presented, so that their revocation can be written (again: revoking is idempotent).
+   */
+  endForAsset(
+    tenantId: string,
+    assetId: string,
+    at: number,
+    expiringAfter: number,
+  ): Op<ReadonlyArray<PlaybackSession>>;
 }
 
 /** An asset's content key, kept only wrapped (encrypted under the master key). */
