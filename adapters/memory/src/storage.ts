@@ -1,6 +1,7 @@
 import {
   type Asset,
   Conflict,
+  type IdempotencyClaim,
   normalizeEmail,
   type PlaybackSession,
   type Repositories,
@@ -227,6 +228,41 @@ const repositoriesOver = (s: MemoryState): Repositories => ({
           if (ended.expires_at > expiringAfter) live.push(ended);
         }
         return live;
+      }),
+  },
+  idempotencyKeys: {
+    claim: (tenantId, key, fingerprint, { now, lockedUntil, expiresAt }) =>
+      Effect.sync((): IdempotencyClaim => {
+        const id = `${tenantId}\n${key}`;
+        const held = s.idempotencyKeys.get(id);
+        if (held && held.expiresAt > now && (held.response !== null || held.lockedUntil > now))
+          return held.response === null
+            ? { _tag: "Running", fingerprint: held.fingerprint }
+            : { _tag: "Done", fingerprint: held.fingerprint, response: held.response };
+        s.idempotencyKeys.set(id, { fingerprint, response: null, lockedUntil, expiresAt });
+        return { _tag: "Claimed" };
+      }),
+    complete: (tenantId, key, fingerprint, response) =>
+      Effect.sync(() => {
+        const id = `${tenantId}\n${key}`;
+        const held = s.idempotencyKeys.get(id);
+        if (held?.fingerprint === fingerprint && held.response === null)
+          s.idempotencyKeys.set(id, { ...held, response });
+      }),
+    release: (tenantId, key, fingerprint) =>
+      Effect.sync(() => {
+        const id = `${tenantId}\n${key}`;
+        const held = s.idempotencyKeys.get(id);
+        if (held?.fingerprint === fingerprint && held.response === null) s.idempotencyKeys.delete(id);
+      }),
+    deleteExpired: (now, limit) =>
+      Effect.sync(() => {
+        let deleted = 0;
+        for (const [id, record] of s.idempotencyKeys) {
+          if (deleted >= limit) break;
+          if (record.expiresAt <= now && s.idempotencyKeys.delete(id)) deleted++;
+        }
+        return deleted;
       }),
   },
   contentKeys: {

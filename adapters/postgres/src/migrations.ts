@@ -1,4 +1,4 @@
-import { rowLevelSecuritySql } from "./row-level-security.js";
+import { idempotencyKeysSql, rowLevelSecuritySql } from "./row-level-security.js";
 import type { Queryable, SqlDatabase } from "./sql.js";
 import { withStartupLock } from "./startup-lock.js";
 
@@ -200,6 +200,7 @@ CREATE INDEX assets_status_list_idx ON assets (tenant_id, status, created_at DES
   WHERE deleted_at IS NULL;
 `,
   },
+  { version: 6, name: "idempotency keys", sql: idempotencyKeysSql },
 ];
 
 /**

@@ -110,6 +110,9 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
     Effect.map(run<R>(scope, text, params), (r) => Option.fromNullable(r.rows[0]));
   const write = (scope: Scope, text: string, params: ReadonlyArray<unknown>) =>
     Effect.asVoid(run(scope, text, params));
+  /** Whether the statement changed exactly one row: of racing conditional updates, one wins. */
+  const changedOne = (scope: Scope, text: string, params: ReadonlyArray<unknown>) =>
+    Effect.map(run(scope, text, params), (r) => r.rowCount === 1);
   const insertOrConflict = (scope: Scope, text: string, params: ReadonlyArray<unknown>, message: string) =>
     attempt(
       () => sql.query(scope, text, params),
@@ -225,13 +228,10 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
         ),
       // The row lock taken by UPDATE makes a concurrent second call wait, then find used_at set.
       markTokenUsed: (hash, at) =>
-        Effect.map(
-          run(
-            lookupScope({ "vod.refresh_token_hash": hash }),
-            "UPDATE refresh_tokens SET used_at = $2 WHERE token_hash = $1 AND used_at IS NULL",
-            [hash, at],
-          ),
-          (r) => r.rowCount === 1,
+        changedOne(
+          lookupScope({ "vod.refresh_token_hash": hash }),
+          "UPDATE refresh_tokens SET used_at = $2 WHERE token_hash = $1 AND used_at IS NULL",
+          [hash, at],
         ),
     },
     apiKeys: {
@@ -335,13 +335,10 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
         );
       },
       remove: (tenantId, id, at) =>
-        Effect.map(
-          run(
-            tenantScope(tenantId),
-            "UPDATE assets SET deleted_at = $3 WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL",
-            [tenantId, id, at],
-          ),
-          (r) => r.rowCount === 1,
+        changedOne(
+          tenantScope(tenantId),
+          "UPDATE assets SET deleted_at = $3 WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL",
+          [tenantId, id, at],
         ),
     },
     uploads: {
@@ -378,23 +375,17 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
           [tenantId, assetId],
         ),
       close: (tenantId, id, status) =>
-        Effect.map(
-          run(
-            tenantScope(tenantId),
-            "UPDATE upload_sessions SET status = $3 WHERE tenant_id = $1 AND id = $2 AND status = 'created'",
-            [tenantId, id, status],
-          ),
-          (r) => r.rowCount === 1,
+        changedOne(
+          tenantScope(tenantId),
+          "UPDATE upload_sessions SET status = $3 WHERE tenant_id = $1 AND id = $2 AND status = 'created'",
+          [tenantId, id, status],
         ),
       complete: (tenantId, id, at, parts) =>
-        Effect.map(
-          run(
-            tenantScope(tenantId),
-            `UPDATE upload_sessions SET status = 'completed', completed_at = $3, completed_parts = $4::jsonb
+        changedOne(
+          tenantScope(tenantId),
+          `UPDATE upload_sessions SET status = 'completed', completed_at = $3, completed_parts = $4::jsonb
              WHERE tenant_id = $1 AND id = $2 AND status = 'created'`,
-            [tenantId, id, at, JSON.stringify(parts)],
-          ),
-          (r) => r.rowCount === 1,
+          [tenantId, id, at, JSON.stringify(parts)],
         ),
       listExpired: (now, limit) =>
         Effect.map(
@@ -442,6 +433,59 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
             ),
             (r) => r.rows,
           ),
+        ),
+    },
+    idempotencyKeys: {
+      // One statement decides a race: the insert, or the takeover of an expired record or of a
+      // running one whose lock ended, returns a row; a live record returns none and is read.
+      claim: (tenantId, key, fingerprint, { now, lockedUntil, expiresAt }) =>
+        Effect.gen(function* () {
+          const claimed = yield* run(
+            tenantScope(tenantId),
+            `INSERT INTO idempotency_keys AS k (tenant_id, key, fingerprint, status, body, locked_until, expires_at)
+             VALUES ($1, $2, $3, NULL, NULL, $5, $6)
+             ON CONFLICT (tenant_id, key) DO UPDATE
+               SET fingerprint = EXCLUDED.fingerprint, status = NULL, body = NULL,
+                   locked_until = EXCLUDED.locked_until, expires_at = EXCLUDED.expires_at
+               WHERE k.expires_at <= $4 OR (k.status IS NULL AND k.locked_until <= $4)
+             RETURNING 1`,
+            [tenantId, key, fingerprint, now, lockedUntil, expiresAt],
+          );
+          if (claimed.rowCount === 1) return { _tag: "Claimed" } as const;
+          const held = yield* one<{ fingerprint: string; status: number | null; body: unknown }>(
+            tenantScope(tenantId),
+            "SELECT fingerprint, status, body FROM idempotency_keys WHERE tenant_id = $1 AND key = $2",
+            [tenantId, key],
+          );
+          // Gone between the two statements (the cleanup): as good as running, the client retries.
+          if (Option.isNone(held)) return { _tag: "Running", fingerprint } as const;
+          const { status, body } = held.value;
+          return status === null
+            ? ({ _tag: "Running", fingerprint: held.value.fingerprint } as const)
+            : ({ _tag: "Done", fingerprint: held.value.fingerprint, response: { status, body } } as const);
+        }),
+      complete: (tenantId, key, fingerprint, response) =>
+        write(
+          tenantScope(tenantId),
+          `UPDATE idempotency_keys SET status = $4, body = $5::jsonb
+           WHERE tenant_id = $1 AND key = $2 AND fingerprint = $3 AND status IS NULL`,
+          [tenantId, key, fingerprint, response.status, JSON.stringify(response.body)],
+        ),
+      release: (tenantId, key, fingerprint) =>
+        write(
+          tenantScope(tenantId),
+          "DELETE FROM idempotency_keys WHERE tenant_id = $1 AND key = $2 AND fingerprint = $3 AND status IS NULL",
+          [tenantId, key, fingerprint],
+        ),
+      deleteExpired: (now, limit) =>
+        Effect.map(
+          run(
+            lookupScope({ "vod.expired_before": String(now) }),
+            `DELETE FROM idempotency_keys WHERE ctid IN (
+               SELECT ctid FROM idempotency_keys WHERE expires_at <= $1 LIMIT $2)`,
+            [now, limit],
+          ),
+          (r) => r.rowCount ?? 0,
         ),
     },
     contentKeys: {

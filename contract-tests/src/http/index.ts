@@ -6,6 +6,7 @@ import { describeAssets } from "./assets.js";
 import type { MakeHttpSubject } from "./client.js";
 import { describeErrors } from "./errors.js";
 import { describeGoogleSignIn } from "./google.js";
+import { describeIdempotency } from "./idempotency.js";
 import { describePlayback } from "./playback.js";
 import { describeRateLimits } from "./rate-limits.js";
 import { describeUploads } from "./uploads.js";
@@ -25,6 +26,7 @@ export const describeHttpApi = (name: string, makeSubject: MakeHttpSubject): voi
     describeApiKeys(makeSubject);
     describeAssets(makeSubject);
     describeAssetLifecycle(makeSubject);
+    describeIdempotency(makeSubject);
     describeUploads(makeSubject);
     describeErrors(makeSubject);
     describeRateLimits(makeSubject);

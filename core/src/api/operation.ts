@@ -5,6 +5,7 @@ import { authorize, type Credentials, type Principal, type Requirement } from ".
 import { enforceRate } from "../use-cases/support.js";
 import type { Vod } from "../vod.js";
 import { compileEncoder, failed } from "./fast-encode.js";
+import { idempotent } from "./idempotency.js";
 
 /** A request as any host hands it over: decoded JSON, no framework types. */
 export interface RawRequest {
@@ -14,12 +15,16 @@ export interface RawRequest {
   readonly credentials: Credentials;
   readonly clientIp: string;
   readonly requestId: string;
+  /** The Idempotency-Key header, as sent (idempotency.ts). */
+  readonly idempotencyKey?: string | undefined;
 }
 
 export interface Reply {
   readonly status: number;
   /** Absent for 204. */
   readonly body?: unknown;
+  /** Headers of the reply beside the body's (`Idempotent-Replayed`). */
+  readonly headers?: Readonly<Record<string, string>>;
 }
 
 export interface PublicCall {
@@ -223,7 +228,14 @@ export const authedOperation = <I, IE, O, OE>(
         vod.ports.clock.now(),
       );
       const input = yield* decode(def.input, request);
-      const value = yield* def.run(vod, input, { ...request, principal });
-      return yield* encode(def as Definition<unknown, unknown, O, OE>, value);
+      const call = { tenantId: principal.tenant.id, method: def.method, path: def.path };
+      return yield* idempotent(
+        vod,
+        request,
+        call,
+        Effect.flatMap(def.run(vod, input, { ...request, principal }), (value) =>
+          encode(def as Definition<unknown, unknown, O, OE>, value),
+        ),
+      );
     }),
 });

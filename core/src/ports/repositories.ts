@@ -156,6 +156,45 @@ export interface ContentKeyRepository {
   get(tenantId: string, assetId: string): Op<Option.Option<ContentKey>>;
 }
 
+/** The response an Idempotency-Key replays: status and body as first sent (null: no body, a 204). */
+export interface IdempotentResponse {
+  readonly status: number;
+  readonly body: unknown;
+}
+
+/** Where a claim on an Idempotency-Key stands. */
+export type IdempotencyClaim =
+  /** The caller runs the request, and then completes or releases the key. */
+  | { readonly _tag: "Claimed" }
+  /** Another request with the key is running. */
+  | { readonly _tag: "Running"; readonly fingerprint: string }
+  /** The first request's response, to replay. */
+  | { readonly _tag: "Done"; readonly fingerprint: string; readonly response: IdempotentResponse };
+
+/**
+ * Idempotency-Key records, per tenant and key, shared by every node. `fingerprint` identifies the
+ * request (method, path, body) the key was first used for.
+ */
+export interface IdempotencyKeyRepository {
+  /**
+   * Claims the key for a request, running until `lockedUntil`, remembered until `expiresAt`.
+   * Atomic: of concurrent claims exactly one is Claimed. A record past its expiry counts as
+   * absent, and a running one past `lockedUntil` (its node died) is claimed anew.
+   */
+  claim(
+    tenantId: string,
+    key: string,
+    fingerprint: string,
+    times: { readonly now: number; readonly lockedUntil: number; readonly expiresAt: number },
+  ): Op<IdempotencyClaim>;
+  /** Stores the response of the claimed request: later claims answer Done with it. */
+  complete(tenantId: string, key: string, fingerprint: string, response: IdempotentResponse): Op<void>;
+  /** Forgets a running claim whose response is not to be replayed: the key is free again. */
+  release(tenantId: string, key: string, fingerprint: string): Op<void>;
+  /** Deletes up to `limit` records past their expiry, of any tenant; answers how many. */
+  deleteExpired(now: number, limit: number): Op<number>;
+}
+
 export interface Repositories {
   readonly tenants: TenantRepository;
   readonly users: UserRepository;
@@ -166,6 +205,7 @@ export interface Repositories {
   readonly uploads: UploadRepository;
   readonly playbackSessions: PlaybackSessionRepository;
   readonly contentKeys: ContentKeyRepository;
+  readonly idempotencyKeys: IdempotencyKeyRepository;
   /** Enqueues jobs in the unit of work: they exist if and only if it commits. */
   readonly jobs: JobRepository;
 }

@@ -76,10 +76,12 @@ export const handle =
         credentials: credentialsOf(req),
         clientIp: req.ip ?? req.socket.remoteAddress ?? "unknown",
         requestId: req.id,
+        idempotencyKey: req.get("idempotency-key"),
       }),
     );
     if (Exit.isSuccess(exit)) {
-      const { status, body } = exit.value;
+      const { status, body, headers } = exit.value;
+      if (headers) res.set(headers);
       if (body === undefined) res.status(status).end();
       else res.status(status).json(body);
       return;

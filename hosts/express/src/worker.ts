@@ -1,4 +1,4 @@
-import type { JobQueue, Vod } from "@vod/core";
+import { type JobQueue, sweepIdempotencyKeys, type Vod } from "@vod/core";
 import { Effect } from "effect";
 import type { Logger } from "./logger.js";
 
@@ -73,6 +73,10 @@ export const startWorker = async (
     const closed = await Effect.runPromise(Effect.either(vod.uploads.sweepExpired()));
     if (closed._tag === "Left") log.warn({ err: closed.left.message }, "expired-upload sweep failed");
     else if (closed.right > 0) log.info({ closed: closed.right }, "expired uploads closed");
+    const forgotten = await Effect.runPromise(Effect.either(sweepIdempotencyKeys(vod)));
+    if (forgotten._tag === "Left")
+      log.warn({ err: forgotten.left.message }, "idempotency key cleanup failed");
+    else if (forgotten.right > 0) log.info({ deleted: forgotten.right }, "expired idempotency keys deleted");
   };
   const timer = setInterval(() => void sweep(), options.sweepEveryMs ?? 10 * 60_000);
   timer.unref();
