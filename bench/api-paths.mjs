@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import {
+  autocannonRps,
   callJson,
   cleanUpOnSignals,
   cli,
@@ -83,25 +84,7 @@ const cleanup = () => {
 cleanUpOnSignals(cleanup, log);
 
 /** autocannon in its own process: the mean requests per second over `duration`, every reply checked. */
-const load = async (url, headers = {}, seconds = duration) => {
-  const flags = Object.entries(headers).flatMap(([name, value]) => ["-H", `${name}=${value}`]);
-  const runner = spawnNode([
-    join(repo, "node_modules/autocannon/autocannon.js"),
-    "-c",
-    String(connections),
-    "-d",
-    String(seconds),
-    "-j",
-    ...flags,
-    url,
-  ]);
-  await new Promise((resolve) => runner.child.once("exit", resolve));
-  const text = runner.output();
-  const result = JSON.parse(text.slice(text.indexOf("{"), text.lastIndexOf("}") + 1));
-  if (result.non2xx > 0 || result.errors > 0 || result.timeouts > 0)
-    throw new Error(`${url}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`);
-  return result.requests.total / (result.duration || seconds);
-};
+const load = (url, headers = {}, seconds = duration) => autocannonRps(url, { connections, seconds, headers });
 
 /** The bare Express baseline, in a process of its own. */
 const startBare = async () => {

@@ -452,3 +452,32 @@ export const summarizeCpuProfile = (profile, windows, topFunctions = 30) => {
       .map(([k, v]) => [k, (v / 1e6).toFixed(2), `${((100 * v) / total).toFixed(1)}%`]);
   return { total, wall, places: rows(byPlace, 15), functions: rows(byFunction, topFunctions) };
 };
+
+/**
+ * autocannon in a process of its own against `url` for `seconds`: the mean requests per second,
+ * every reply checked (any non-2xx, error or timeout throws). `body` is sent with `method`; with
+ * `idReplacement`, each `[<id>]` in the request (headers included) becomes a fresh id. Its options
+ * go as JSON through its programmatic API: its command line reads `[` as the start of a sub-argument.
+ */
+export const autocannonRps = async (
+  url,
+  { connections, seconds, headers = {}, method, body, idReplacement = false },
+) => {
+  const options = { url, connections, duration: seconds, headers, method, body, idReplacement };
+  const runner = spawnNode(
+    [
+      "--input-type=module",
+      "-e",
+      `const { default: autocannon } = await import(${JSON.stringify(pathToFileURL(join(repo, "node_modules/autocannon/autocannon.js")).href)});
+       const result = await autocannon(JSON.parse(process.env.VOD_BENCH_AUTOCANNON));
+       process.stdout.write(JSON.stringify(result));`,
+    ],
+    { VOD_BENCH_AUTOCANNON: JSON.stringify(options) },
+  );
+  await new Promise((resolve) => runner.child.once("exit", resolve));
+  const text = runner.output();
+  const result = JSON.parse(text.slice(text.indexOf("{"), text.lastIndexOf("}") + 1));
+  if (result.non2xx > 0 || result.errors > 0 || result.timeouts > 0)
+    throw new Error(`${url}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`);
+  return result.requests.total / (result.duration || seconds);
+};

@@ -244,6 +244,134 @@ export const describeStorage = (name: string, makeSubject: () => Promise<Storage
       });
     });
 
+    describe("asset details and deletion", () => {
+      it("writes only the given details; the processing update leaves them as they are", async () => {
+        const { tenant } = await tenantWithUser();
+        const { tenant: other } = await tenantWithUser();
+        const asset = anAsset(tenant, { title: "a" });
+        await run(storage.assets.insert(asset));
+        const renamed = await run(storage.assets.updateDetails(tenant.id, asset.id, { title: "b" }));
+        expect(renamed).toEqual(Option.some({ ...asset, title: "b" }));
+        expect(
+          Option.isNone(await run(storage.assets.updateDetails(other.id, asset.id, { title: "x" }))),
+        ).toBe(true);
+        const published = { visibility: "public" as const, published_at: 5 };
+        await run(storage.assets.updateDetails(tenant.id, asset.id, published));
+        // A processing run that read the asset before the PATCH writes its state, not its old title.
+        await run(storage.assets.update({ ...asset, status: "uploaded" }));
+        expect(await db.asset(asset.id)).toEqual({ ...asset, title: "b", ...published, status: "uploaded" });
+        expect(await run(storage.assets.updateDetails(tenant.id, asset.id, {}))).toEqual(
+          Option.some({ ...asset, title: "b", ...published, status: "uploaded" }),
+        );
+      });
+
+      it("deletes an asset once, within its tenant: then no read, list or update sees it", async () => {
+        const { tenant } = await tenantWithUser();
+        const { tenant: other } = await tenantWithUser();
+        const asset = anAsset(tenant);
+        const kept = anAsset(tenant);
+        await run(storage.assets.insert(asset));
+        await run(storage.assets.insert(kept));
+        expect(await run(storage.assets.remove(other.id, asset.id, 1))).toBe(false);
+        expect(await run(storage.assets.remove(tenant.id, asset.id, 1))).toBe(true);
+        expect(await run(storage.assets.remove(tenant.id, asset.id, 2))).toBe(false);
+        expect(Option.isNone(await run(storage.assets.get(tenant.id, asset.id)))).toBe(true);
+        expect((await run(storage.assets.list(tenant.id, { limit: 10 }))).map((a) => a.id)).toEqual([
+          kept.id,
+        ]);
+        await run(storage.assets.update({ ...asset, status: "ready" }));
+        expect(
+          Option.isNone(await run(storage.assets.updateDetails(tenant.id, asset.id, { title: "z" }))),
+        ).toBe(true);
+        expect(Option.isNone(await run(storage.assets.get(tenant.id, asset.id)))).toBe(true);
+        expect(await db.asset(asset.id)).toBeUndefined();
+      });
+
+      it("ends every playback session of an asset and answers those not expired by then", async () => {
+        const { tenant } = await tenantWithUser();
+        const asset = anAsset(tenant);
+        await run(storage.assets.insert(asset));
+        const session = (over: { expires_at: number; ended_at: number | null }) => ({
+          id: uid("ps"),
+          tenant_id: tenant.id,
+          asset_id: asset.id,
+          drm: false,
+          created_at: 1,
+          ...over,
+        });
+        const live = session({ expires_at: 1_000, ended_at: null });
+        const endedBefore = session({ expires_at: 1_000, ended_at: 50 });
+        const expired = session({ expires_at: 10, ended_at: null });
+        for (const s of [live, endedBefore, expired]) await run(storage.playbackSessions.insert(s));
+        const answered = await run(storage.playbackSessions.endForAsset(tenant.id, asset.id, 100, 20));
+        expect([...answered].sort((a, b) => a.id.localeCompare(b.id))).toEqual(
+          [{ ...live, ended_at: 100 }, endedBefore].sort((a, b) => a.id.localeCompare(b.id)),
+        );
+        expect((await db.playbackSession(expired.id))?.ended_at).toBe(100);
+        expect((await db.playbackSession(endedBefore.id))?.ended_at).toBe(50);
+      });
+    });
+
+    describe("idempotency keys", () => {
+      const times = (now: number) => ({ now, lockedUntil: now + 100, expiresAt: now + 1_000 });
+
+      it("claims a key once; then answers running, and after completion the stored response", async () => {
+        const { tenant } = await tenantWithUser();
+        const { tenant: other } = await tenantWithUser();
+        const keys = storage.idempotencyKeys;
+        expect(await run(keys.claim(tenant.id, "k", "f1", times(0)))).toEqual({ _tag: "Claimed" });
+        expect(await run(keys.claim(tenant.id, "k", "f2", times(1)))).toEqual({
+          _tag: "Running",
+          fingerprint: "f1",
+        });
+        // Keys are per tenant.
+        expect(await run(keys.claim(other.id, "k", "f2", times(1)))).toEqual({ _tag: "Claimed" });
+        const response = { status: 201, body: { asset: { id: "ast_1", title: "é" } } };
+        await run(keys.complete(tenant.id, "k", "f1", response));
+        expect(await run(keys.claim(tenant.id, "k", "f1", times(2)))).toEqual({
+          _tag: "Done",
+          fingerprint: "f1",
+          response,
+        });
+        await run(keys.complete(other.id, "k", "f2", { status: 204, body: null }));
+        expect(await run(keys.claim(other.id, "k", "f2", times(2)))).toEqual({
+          _tag: "Done",
+          fingerprint: "f2",
+          response: { status: 204, body: null },
+        });
+      });
+
+      it("lets exactly one of many concurrent claims win", async () => {
+        const { tenant } = await tenantWithUser();
+        const claims = await Promise.all(
+          Array.from({ length: 10 }, () =>
+            run(storage.idempotencyKeys.claim(tenant.id, "race", "f", times(0))),
+          ),
+        );
+        expect(claims.filter((c) => c._tag === "Claimed")).toHaveLength(1);
+      });
+
+      it("frees a released key, takes over a running one past its lock, and forgets expired records", async () => {
+        const { tenant } = await tenantWithUser();
+        const keys = storage.idempotencyKeys;
+        await run(keys.claim(tenant.id, "r", "f", times(0)));
+        await run(keys.release(tenant.id, "r", "f"));
+        expect(await run(keys.claim(tenant.id, "r", "g", times(1)))).toEqual({ _tag: "Claimed" });
+        // Its node died: past lockedUntil another request may run.
+        expect(await run(keys.claim(tenant.id, "r", "h", times(101)))).toEqual({ _tag: "Claimed" });
+        await run(keys.complete(tenant.id, "r", "h", { status: 200, body: {} }));
+        // Past expiresAt the record counts as absent, and the sweep deletes it.
+        expect(await run(keys.claim(tenant.id, "r", "i", times(5_000)))).toEqual({ _tag: "Claimed" });
+        await run(keys.claim(tenant.id, "s", "f", times(0)));
+        expect(await run(keys.deleteExpired(3_000, 100))).toBeGreaterThanOrEqual(1);
+        expect(await run(keys.claim(tenant.id, "s", "g", times(3_001)))).toEqual({ _tag: "Claimed" });
+        expect(await run(keys.claim(tenant.id, "r", "j", times(5_001)))).toEqual({
+          _tag: "Running",
+          fingerprint: "i",
+        });
+      });
+    });
+
     describe("upload sessions and jobs", () => {
       const assetOf = async () => {
         const { tenant } = await tenantWithUser();

@@ -1,3 +1,8 @@
+export {
+  IDEMPOTENCY_KEY_LIFETIME_MS,
+  IDEMPOTENT_REPLAYED_HEADER,
+  sweepIdempotencyKeys,
+} from "./api/idempotency.js";
 export { openApiDocument } from "./api/openapi.js";
 export * from "./api/operation.js";
 export * as Operations from "./api/operations.js";

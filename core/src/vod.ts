@@ -47,6 +47,7 @@ export const resolveConfig = (ports: VodPorts, input: VodConfigInput = {}): VodC
 export const createVod = (ports: VodPorts, configInput?: VodConfigInput): Vod => {
   const config = resolveConfig(ports, configInput);
   const credentials = makeCredentials(ports);
+  const playback = makePlayback(ports, config);
   return {
     config,
     ports,
@@ -54,9 +55,9 @@ export const createVod = (ports: VodPorts, configInput?: VodConfigInput): Vod =>
     accounts: makeAccounts(ports, config, credentials.forget),
     apiKeys: makeApiKeys(ports, credentials.forget),
     tenants: makeTenants(ports, credentials.forget),
-    assets: makeAssets(ports, config),
+    assets: makeAssets(ports, config, playback.endForAsset),
     uploads: makeUploads(ports, config),
     processing: makeProcessing(ports, config),
-    playback: makePlayback(ports, config),
+    playback,
   };
 };

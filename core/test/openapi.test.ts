@@ -81,6 +81,21 @@ describe("OpenAPI document", () => {
     });
   });
 
+  it("documents Idempotency-Key on authenticated POSTs only, and Idempotent-Replayed on their success", () => {
+    const key = (op: Op) => op.parameters?.find((p) => p.name === "Idempotency-Key");
+    const create = at("/v1/assets", "post");
+    expect(key(create)).toMatchObject({
+      in: "header",
+      required: false,
+      schema: { minLength: 1, maxLength: 255 },
+    });
+    expect(resolve(create.responses["201"] as Json).headers).toHaveProperty("Idempotent-Replayed");
+    expect(key(at("/v1/uploads/{id}/complete", "post"))).toBeDefined();
+    expect(key(at("/v1/auth/signup", "post"))).toBeUndefined();
+    expect(key(at("/v1/assets", "get"))).toBeUndefined();
+    expect(key(at("/v1/assets/{id}", "patch"))).toBeUndefined();
+  });
+
   it("gives request bodies their bounds, patterns and required fields, and refuses unknown fields", () => {
     const start = bodySchema(at("/v1/uploads", "post"));
     expect(start.required).toEqual(["asset_id", "size_bytes"]);

@@ -2,6 +2,7 @@ import type {
   ApiKey,
   Asset,
   ContentKey,
+  IdempotentResponse,
   Identity,
   JobName,
   JobTypes,
@@ -28,6 +29,15 @@ export interface MemoryJob {
   readonly lastError: string | null;
 }
 
+/** An Idempotency-Key record as the memory adapter keeps it. */
+export interface MemoryIdempotencyRecord {
+  readonly fingerprint: string;
+  /** Null while the first request runs. */
+  readonly response: IdempotentResponse | null;
+  readonly lockedUntil: number;
+  readonly expiresAt: number;
+}
+
 /** Everything the memory adapter stores. Records are replaced, never mutated in place. */
 export interface MemoryState {
   readonly tenants: Map<string, Tenant>;
@@ -46,6 +56,8 @@ export interface MemoryState {
   readonly playbackSessions: Map<string, PlaybackSession>;
   /** `${tenant_id}/${asset_id}` -> key. */
   readonly contentKeys: Map<string, ContentKey>;
+  /** `${tenant_id}\n${key}` -> record. */
+  readonly idempotencyKeys: Map<string, MemoryIdempotencyRecord>;
 }
 
 export const emptyState = (): MemoryState => ({
@@ -62,6 +74,7 @@ export const emptyState = (): MemoryState => ({
   jobs: new Map(),
   playbackSessions: new Map(),
   contentKeys: new Map(),
+  idempotencyKeys: new Map(),
 });
 
 /** Shallow copies of every map: enough to roll back, because records are never mutated. */

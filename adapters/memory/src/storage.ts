@@ -1,4 +1,12 @@
-import { type Asset, Conflict, normalizeEmail, type Repositories, type Storage } from "@vod/core";
+import {
+  type Asset,
+  Conflict,
+  type IdempotencyClaim,
+  normalizeEmail,
+  type PlaybackSession,
+  type Repositories,
+  type Storage,
+} from "@vod/core";
 import { Effect, Exit, Option } from "effect";
 import { emptyState, type MemoryState, restore, snapshot } from "./state.js";
 
@@ -143,8 +151,23 @@ const repositoriesOver = (s: MemoryState): Repositories => ({
       }),
     update: (asset) =>
       Effect.sync(() => {
-        if (s.assets.get(asset.id)?.tenant_id === asset.tenant_id) s.assets.set(asset.id, asset);
+        const stored = s.assets.get(asset.id);
+        if (stored?.tenant_id === asset.tenant_id) {
+          const { title, visibility, published_at } = stored;
+          s.assets.set(asset.id, { ...asset, title, visibility, published_at });
+        }
       }),
+    updateDetails: (tenantId, id, details) =>
+      Effect.sync(() => {
+        const stored = s.assets.get(id);
+        if (stored?.tenant_id !== tenantId) return Option.none();
+        const updated = { ...stored, ...details };
+        s.assets.set(id, updated);
+        return Option.some(updated);
+      }),
+    // Gone from the map: nothing else refers to an asset by reference here.
+    remove: (tenantId, id) =>
+      Effect.sync(() => s.assets.get(id)?.tenant_id === tenantId && s.assets.delete(id)),
   },
   uploads: {
     insert: (session) =>
@@ -194,6 +217,52 @@ const repositoriesOver = (s: MemoryState): Repositories => ({
         const session = s.playbackSessions.get(id);
         if (session?.tenant_id === tenantId && session.ended_at === null)
           s.playbackSessions.set(id, { ...session, ended_at: at });
+      }),
+    endForAsset: (tenantId, assetId, at, expiringAfter) =>
+      Effect.sync(() => {
+        const live: PlaybackSession[] = [];
+        for (const session of s.playbackSessions.values()) {
+          if (session.tenant_id !== tenantId || session.asset_id !== assetId) continue;
+          const ended = session.ended_at === null ? { ...session, ended_at: at } : session;
+          if (ended !== session) s.playbackSessions.set(session.id, ended);
+          if (ended.expires_at > expiringAfter) live.push(ended);
+        }
+        return live;
+      }),
+  },
+  idempotencyKeys: {
+    claim: (tenantId, key, fingerprint, { now, lockedUntil, expiresAt }) =>
+      Effect.sync((): IdempotencyClaim => {
+        const id = `${tenantId}\n${key}`;
+        const held = s.idempotencyKeys.get(id);
+        if (held && held.expiresAt > now && (held.response !== null || held.lockedUntil > now))
+          return held.response === null
+            ? { _tag: "Running", fingerprint: held.fingerprint }
+            : { _tag: "Done", fingerprint: held.fingerprint, response: held.response };
+        s.idempotencyKeys.set(id, { fingerprint, response: null, lockedUntil, expiresAt });
+        return { _tag: "Claimed" };
+      }),
+    complete: (tenantId, key, fingerprint, response) =>
+      Effect.sync(() => {
+        const id = `${tenantId}\n${key}`;
+        const held = s.idempotencyKeys.get(id);
+        if (held?.fingerprint === fingerprint && held.response === null)
+          s.idempotencyKeys.set(id, { ...held, response });
+      }),
+    release: (tenantId, key, fingerprint) =>
+      Effect.sync(() => {
+        const id = `${tenantId}\n${key}`;
+        const held = s.idempotencyKeys.get(id);
+        if (held?.fingerprint === fingerprint && held.response === null) s.idempotencyKeys.delete(id);
+      }),
+    deleteExpired: (now, limit) =>
+      Effect.sync(() => {
+        let deleted = 0;
+        for (const [id, record] of s.idempotencyKeys) {
+          if (deleted >= limit) break;
+          if (record.expiresAt <= now && s.idempotencyKeys.delete(id)) deleted++;
+        }
+        return deleted;
       }),
   },
   contentKeys: {

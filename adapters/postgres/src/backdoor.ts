@@ -30,7 +30,15 @@ export const postgresBackdoor = (sql: Queryable & { readonly schema?: string | u
         )
       ).rows,
     apiKey: (id: string) => first<ApiKey>("SELECT * FROM api_keys WHERE id = $1", [id]),
-    asset: (id: string) => first<Asset>("SELECT * FROM assets WHERE id = $1", [id]),
+    // A deleted asset reads as none, as it does in the memory adapter, whose rows go.
+    asset: async (id: string) => {
+      const row = await first<Asset & { deleted_at: number | null }>("SELECT * FROM assets WHERE id = $1", [
+        id,
+      ]);
+      if (row === undefined || row.deleted_at !== null) return undefined;
+      const { deleted_at: _, ...asset } = row;
+      return asset as Asset;
+    },
     upload: (id: string) => first<UploadSession>("SELECT * FROM upload_sessions WHERE id = $1", [id]),
     playbackSession: (id: string) =>
       first<PlaybackSession>("SELECT * FROM playback_sessions WHERE id = $1", [id]),

@@ -48,7 +48,7 @@ export interface PgBossQueue extends JobQueue {
   close(): Promise<void>;
 }
 
-const jobNames: ReadonlyArray<JobName> = ["process-asset"];
+const jobNames: ReadonlyArray<JobName> = ["process-asset", "delete-asset"];
 
 /** The options' defaults, where the installer and the queue both need them. */
 const defaults = { maxAttempts: 3, retryDelaySeconds: 10, leaseSeconds: 60 } as const;

@@ -1,4 +1,4 @@
-import { rowLevelSecuritySql } from "./row-level-security.js";
+import { idempotencyKeysSql, rowLevelSecuritySql } from "./row-level-security.js";
 import type { Queryable, SqlDatabase } from "./sql.js";
 import { withStartupLock } from "./startup-lock.js";
 
@@ -186,6 +186,21 @@ CREATE INDEX telemetry_events_session_idx ON telemetry_events (tenant_id, sessio
 `,
   },
   { version: 4, name: "row-level security", sql: rowLevelSecuritySql },
+  {
+    version: 5,
+    name: "deleted assets",
+    // A deleted asset's row stays (its upload and playback sessions refer to it, and the app
+    // role deletes no tenant row); every read of the repository leaves it out.
+    sql: `
+ALTER TABLE assets ADD COLUMN deleted_at bigint;
+DROP INDEX assets_list_idx;
+DROP INDEX assets_status_list_idx;
+CREATE INDEX assets_list_idx ON assets (tenant_id, created_at DESC, id DESC) WHERE deleted_at IS NULL;
+CREATE INDEX assets_status_list_idx ON assets (tenant_id, status, created_at DESC, id DESC)
+  WHERE deleted_at IS NULL;
+`,
+  },
+  { version: 6, name: "idempotency keys", sql: idempotencyKeysSql },
 ];
 
 /**

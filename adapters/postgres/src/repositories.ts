@@ -66,6 +66,17 @@ const ASSET_COLUMNS = [
   "created_at",
 ] as const satisfies ReadonlyArray<keyof Asset>;
 const ASSET = ASSET_COLUMNS.join(", ");
+/** What a client changes (PATCH); `update` writes the rest, but for the keys and created_at. */
+const ASSET_DETAIL_COLUMNS = ["title", "visibility", "published_at"] as const satisfies ReadonlyArray<
+  keyof Asset
+>;
+const ASSET_STATE_COLUMNS = ASSET_COLUMNS.filter(
+  (c) =>
+    c !== "id" &&
+    c !== "tenant_id" &&
+    c !== "created_at" &&
+    !(ASSET_DETAIL_COLUMNS as ReadonlyArray<string>).includes(c),
+);
 const UPLOAD = [
   "id",
   "tenant_id",
@@ -108,6 +119,9 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
     Effect.map(run<R>(scope, text, params), (r) => Option.fromNullable(r.rows[0]));
   const write = (scope: Scope, text: string, params: ReadonlyArray<unknown>) =>
     Effect.asVoid(run(scope, text, params));
+  /** Whether the statement changed exactly one row: of racing conditional updates, one wins. */
+  const changedOne = (scope: Scope, text: string, params: ReadonlyArray<unknown>) =>
+    Effect.map(run(scope, text, params), (r) => r.rowCount === 1);
   const insertOrConflict = (scope: Scope, text: string, params: ReadonlyArray<unknown>, message: string) =>
     attempt(
       () => sql.query(scope, text, params),
@@ -209,13 +223,10 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
         ),
       // The row lock taken by UPDATE makes a concurrent second call wait, then find used_at set.
       markTokenUsed: (hash, at) =>
-        Effect.map(
-          run(
-            lookupScope({ "vod.refresh_token_hash": hash }),
-            "UPDATE refresh_tokens SET used_at = $2 WHERE token_hash = $1 AND used_at IS NULL",
-            [hash, at],
-          ),
-          (r) => r.rowCount === 1,
+        changedOne(
+          lookupScope({ "vod.refresh_token_hash": hash }),
+          "UPDATE refresh_tokens SET used_at = $2 WHERE token_hash = $1 AND used_at IS NULL",
+          [hash, at],
         ),
     },
     apiKeys: {
@@ -262,13 +273,14 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
           ASSET_COLUMNS.map((c) => a[c]),
         ),
       get: (tenantId, id) =>
-        one<Asset>(tenantScope(tenantId), `SELECT ${ASSET} FROM assets WHERE tenant_id = $1 AND id = $2`, [
-          tenantId,
-          id,
-        ]),
+        one<Asset>(
+          tenantScope(tenantId),
+          `SELECT ${ASSET} FROM assets WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL`,
+          [tenantId, id],
+        ),
       list: (tenantId, { status, limit, after }) => {
         const params: unknown[] = [tenantId];
-        let where = "tenant_id = $1";
+        let where = "tenant_id = $1 AND deleted_at IS NULL";
         if (status !== undefined) {
           params.push(status);
           where += ` AND status = $${params.length}`;
@@ -288,14 +300,29 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
           (r) => r.rows,
         );
       },
-      update: (a) => {
-        const columns = ASSET_COLUMNS.filter((c) => c !== "id" && c !== "tenant_id" && c !== "created_at");
-        return write(
+      update: (a) =>
+        write(
           tenantScope(a.tenant_id),
-          `UPDATE assets SET ${columns.map((c, i) => `${c} = $${i + 3}`).join(", ")} WHERE tenant_id = $1 AND id = $2`,
-          [a.tenant_id, a.id, ...columns.map((c) => a[c])],
+          `UPDATE assets SET ${ASSET_STATE_COLUMNS.map((c, i) => `${c} = $${i + 3}`).join(", ")}
+           WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL`,
+          [a.tenant_id, a.id, ...ASSET_STATE_COLUMNS.map((c) => a[c])],
+        ),
+      updateDetails: (tenantId, id, details) => {
+        const columns = ASSET_DETAIL_COLUMNS.filter((c) => details[c] !== undefined);
+        // Nothing to change still answers the stored asset (a PATCH of `{}`).
+        const set = columns.length === 0 ? "id = id" : columns.map((c, i) => `${c} = $${i + 3}`).join(", ");
+        return one<Asset>(
+          tenantScope(tenantId),
+          `UPDATE assets SET ${set} WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL RETURNING ${ASSET}`,
+          [tenantId, id, ...columns.map((c) => details[c])],
         );
       },
+      remove: (tenantId, id, at) =>
+        changedOne(
+          tenantScope(tenantId),
+          "UPDATE assets SET deleted_at = $3 WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL",
+          [tenantId, id, at],
+        ),
     },
     uploads: {
       insert: (u) =>
@@ -331,23 +358,17 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
           [tenantId, assetId],
         ),
       close: (tenantId, id, status) =>
-        Effect.map(
-          run(
-            tenantScope(tenantId),
-            "UPDATE upload_sessions SET status = $3 WHERE tenant_id = $1 AND id = $2 AND status = 'created'",
-            [tenantId, id, status],
-          ),
-          (r) => r.rowCount === 1,
+        changedOne(
+          tenantScope(tenantId),
+          "UPDATE upload_sessions SET status = $3 WHERE tenant_id = $1 AND id = $2 AND status = 'created'",
+          [tenantId, id, status],
         ),
       complete: (tenantId, id, at, parts) =>
-        Effect.map(
-          run(
-            tenantScope(tenantId),
-            `UPDATE upload_sessions SET status = 'completed', completed_at = $3, completed_parts = $4::jsonb
+        changedOne(
+          tenantScope(tenantId),
+          `UPDATE upload_sessions SET status = 'completed', completed_at = $3, completed_parts = $4::jsonb
              WHERE tenant_id = $1 AND id = $2 AND status = 'created'`,
-            [tenantId, id, at, JSON.stringify(parts)],
-          ),
-          (r) => r.rowCount === 1,
+          [tenantId, id, at, JSON.stringify(parts)],
         ),
       listExpired: (now, limit) =>
         Effect.map(
@@ -378,6 +399,76 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
           tenantScope(tenantId),
           "UPDATE playback_sessions SET ended_at = $3 WHERE tenant_id = $1 AND id = $2 AND ended_at IS NULL",
           [tenantId, id, at],
+        ),
+      endForAsset: (tenantId, assetId, at, expiringAfter) =>
+        Effect.zipRight(
+          write(
+            tenantScope(tenantId),
+            "UPDATE playback_sessions SET ended_at = $3 WHERE tenant_id = $1 AND asset_id = $2 AND ended_at IS NULL",
+            [tenantId, assetId, at],
+          ),
+          Effect.map(
+            run<PlaybackSession>(
+              tenantScope(tenantId),
+              `SELECT id, tenant_id, asset_id, drm, expires_at, created_at, ended_at FROM playback_sessions
+               WHERE tenant_id = $1 AND asset_id = $2 AND expires_at > $3`,
+              [tenantId, assetId, expiringAfter],
+            ),
+            (r) => r.rows,
+          ),
+        ),
+    },
+    idempotencyKeys: {
+      // One statement decides a race: the insert, or the takeover of an expired record or of a
+      // running one whose lock ended, returns a row; a live record returns none and is read.
+      claim: (tenantId, key, fingerprint, { now, lockedUntil, expiresAt }) =>
+        Effect.gen(function* () {
+          const claimed = yield* run(
+            tenantScope(tenantId),
+            `INSERT INTO idempotency_keys AS k (tenant_id, key, fingerprint, status, body, locked_until, expires_at)
+             VALUES ($1, $2, $3, NULL, NULL, $5, $6)
+             ON CONFLICT (tenant_id, key) DO UPDATE
+               SET fingerprint = EXCLUDED.fingerprint, status = NULL, body = NULL,
+                   locked_until = EXCLUDED.locked_until, expires_at = EXCLUDED.expires_at
+               WHERE k.expires_at <= $4 OR (k.status IS NULL AND k.locked_until <= $4)
+             RETURNING 1`,
+            [tenantId, key, fingerprint, now, lockedUntil, expiresAt],
+          );
+          if (claimed.rowCount === 1) return { _tag: "Claimed" } as const;
+          const held = yield* one<{ fingerprint: string; status: number | null; body: unknown }>(
+            tenantScope(tenantId),
+            "SELECT fingerprint, status, body FROM idempotency_keys WHERE tenant_id = $1 AND key = $2",
+            [tenantId, key],
+          );
+          // Gone between the two statements (the cleanup): as good as running, the client retries.
+          if (Option.isNone(held)) return { _tag: "Running", fingerprint } as const;
+          const { status, body } = held.value;
+          return status === null
+            ? ({ _tag: "Running", fingerprint: held.value.fingerprint } as const)
+            : ({ _tag: "Done", fingerprint: held.value.fingerprint, response: { status, body } } as const);
+        }),
+      complete: (tenantId, key, fingerprint, response) =>
+        write(
+          tenantScope(tenantId),
+          `UPDATE idempotency_keys SET status = $4, body = $5::jsonb
+           WHERE tenant_id = $1 AND key = $2 AND fingerprint = $3 AND status IS NULL`,
+          [tenantId, key, fingerprint, response.status, JSON.stringify(response.body)],
+        ),
+      release: (tenantId, key, fingerprint) =>
+        write(
+          tenantScope(tenantId),
+          "DELETE FROM idempotency_keys WHERE tenant_id = $1 AND key = $2 AND fingerprint = $3 AND status IS NULL",
+          [tenantId, key, fingerprint],
+        ),
+      deleteExpired: (now, limit) =>
+        Effect.map(
+          run(
+            lookupScope({ "vod.expired_before": String(now) }),
+            `DELETE FROM idempotency_keys WHERE ctid IN (
+               SELECT ctid FROM idempotency_keys WHERE expires_at <= $1 LIMIT $2)`,
+            [now, limit],
+          ),
+          (r) => r.rowCount ?? 0,
         ),
     },
     contentKeys: {

@@ -84,3 +84,34 @@ CREATE POLICY expired_uploads ON upload_sessions FOR SELECT
 CREATE POLICY telemetry_ingest ON telemetry_events FOR INSERT
   WITH CHECK (current_setting('vod.telemetry', true) = 'ingest');
 `;
+
+/**
+ * Migration 6: Idempotency-Key records, tenant-owned like the rest, shared by every node. The
+ * only table the app role may delete from: records past their expiry, of any tenant, in the
+ * cleanup's scope (`vod.expired_before`), as the upload expiry sweep reads them.
+ */
+export const idempotencyKeysSql = `
+CREATE TABLE idempotency_keys (
+  tenant_id text NOT NULL REFERENCES tenants (id),
+  key text NOT NULL,
+  fingerprint text NOT NULL,
+  -- Null while the first request runs.
+  status integer,
+  body jsonb,
+  locked_until bigint NOT NULL,
+  expires_at bigint NOT NULL,
+  PRIMARY KEY (tenant_id, key)
+);
+CREATE INDEX idempotency_keys_expiry_idx ON idempotency_keys (expires_at);
+ALTER TABLE idempotency_keys ENABLE ROW LEVEL SECURITY;
+ALTER TABLE idempotency_keys FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON idempotency_keys USING (tenant_id = ${TENANT}) WITH CHECK (tenant_id = ${TENANT});
+CREATE POLICY expired_idempotency_keys_read ON idempotency_keys FOR SELECT
+  USING (expires_at <= nullif(current_setting('vod.expired_before', true), '')::bigint);
+CREATE POLICY expired_idempotency_keys_delete ON idempotency_keys FOR DELETE
+  USING (expires_at <= nullif(current_setting('vod.expired_before', true), '')::bigint);
+DO $$
+BEGIN
+  EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON idempotency_keys TO %I', ${APP_ROLE_SQL});
+END $$;
+`;

@@ -66,6 +66,7 @@ describe.skipIf(databaseUrl === null)(
         "api_keys",
         "assets",
         "content_keys",
+        "idempotency_keys",
         "identities",
         "playback_revocations",
         "playback_sessions",
@@ -100,9 +101,12 @@ describe.skipIf(databaseUrl === null)(
         migrations.length,
       ]);
       const { rows } = await dbs[0]!.query(
-        `SELECT name, retry_limit, retry_delay, expire_seconds FROM ${schema}_jobs.queue`,
+        `SELECT name, retry_limit, retry_delay, expire_seconds FROM ${schema}_jobs.queue ORDER BY name`,
       );
-      expect(rows).toEqual([{ name: "process-asset", retry_limit: 3, retry_delay: 2, expire_seconds: 30 }]);
+      expect(rows).toEqual([
+        { name: "delete-asset", retry_limit: 3, retry_delay: 2, expire_seconds: 30 },
+        { name: "process-asset", retry_limit: 3, retry_delay: 2, expire_seconds: 30 },
+      ]);
     });
 
     it("prepareDatabase (vod migrate) leaves the queue installed, racing host starts or not", async () => {
@@ -116,8 +120,11 @@ describe.skipIf(databaseUrl === null)(
       expect([0, migrations.length]).toContain(prepared.length);
       const version = await job.query<{ version: number }>(`SELECT version FROM ${schema}_jobs.version`);
       expect(version.rows).toHaveLength(1);
-      const queues = await job.query(`SELECT name, retry_limit FROM ${schema}_jobs.queue`);
-      expect(queues.rows).toEqual([{ name: "process-asset", retry_limit: 1 }]);
+      const queues = await job.query(`SELECT name, retry_limit FROM ${schema}_jobs.queue ORDER BY name`);
+      expect(queues.rows).toEqual([
+        { name: "delete-asset", retry_limit: 1 },
+        { name: "process-asset", retry_limit: 1 },
+      ]);
       // Prepared again, nothing is left to do.
       expect(await prepareDatabase(job, { maxAttempts: 2 })).toEqual([]);
     });
@@ -134,13 +141,13 @@ describe.skipIf(databaseUrl === null)(
             .map((r) => r["QUERY PLAN"])
             .join("\n");
         const page = await plan(
-          "SELECT * FROM assets WHERE tenant_id = $1 AND (created_at, id) < ($2, $3) ORDER BY created_at DESC, id DESC LIMIT 51",
+          "SELECT * FROM assets WHERE tenant_id = $1 AND deleted_at IS NULL AND (created_at, id) < ($2, $3) ORDER BY created_at DESC, id DESC LIMIT 51",
           ["t", 1, "a"],
         );
         expect(page).toMatch(/Index (Only )?Scan.* using assets_list_idx/);
         expect(page).not.toMatch(/Sort/);
         const filtered = await plan(
-          "SELECT * FROM assets WHERE tenant_id = $1 AND status = $2 ORDER BY created_at DESC, id DESC LIMIT 51",
+          "SELECT * FROM assets WHERE tenant_id = $1 AND deleted_at IS NULL AND status = $2 ORDER BY created_at DESC, id DESC LIMIT 51",
           ["t", "ready"],
         );
         expect(filtered).toMatch(/Index (Only )?Scan.* using assets_status_list_idx/);
@@ -212,8 +219,11 @@ describe("PGlite start-up", () => {
       expect(applied.map((a) => a.length).sort()).toEqual([0, migrations.length]);
       const queue = await pgBossQueue(db, { maxAttempts: 5 });
       await queue.close();
-      const { rows } = await db.query("SELECT name, retry_limit FROM vod_jobs.queue");
-      expect(rows).toEqual([{ name: "process-asset", retry_limit: 4 }]);
+      const { rows } = await db.query("SELECT name, retry_limit FROM vod_jobs.queue ORDER BY name");
+      expect(rows).toEqual([
+        { name: "delete-asset", retry_limit: 4 },
+        { name: "process-asset", retry_limit: 4 },
+      ]);
     } finally {
       await db.close();
     }
@@ -226,8 +236,8 @@ describe("PGlite start-up", () => {
         expect(await prepareDatabase(db)).toEqual(migrations.map((m) => m.version));
         const queue = await pgBossQueue(db);
         await queue.close();
-        const { rows } = await db.query("SELECT name FROM vod_jobs.queue");
-        expect(rows).toEqual([{ name: "process-asset" }]);
+        const { rows } = await db.query("SELECT name FROM vod_jobs.queue ORDER BY name");
+        expect(rows).toEqual([{ name: "delete-asset" }, { name: "process-asset" }]);
       } finally {
         await db.close();
       }

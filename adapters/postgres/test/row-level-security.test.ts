@@ -80,6 +80,10 @@ const seed = async (db: SqlDatabase, tenant: string) => {
     ]);
     await q("INSERT INTO content_keys VALUES ($1, $2, 'kid', 'wrapped', 1)", [tenant, asset]);
     await q(
+      "INSERT INTO idempotency_keys (tenant_id, key, fingerprint, locked_until, expires_at) VALUES ($1, 'k', 'f', 1, 9e12)",
+      [tenant],
+    );
+    await q(
       "INSERT INTO telemetry_events (tenant_id, session_id, asset_id, received_at, event, ts_ms, playhead_ms) VALUES ($1, 's', $2, 1, 'play', 1, 0)",
       [tenant, asset],
     );
@@ -179,8 +183,19 @@ onEachEngine(({ name, open }) => {
           await refusal(tenantA, `UPDATE ${table} SET ${column} = $2 WHERE ${column} = $1`, [a, b]),
           table,
         ).toBe("42501");
-        // The role deletes nothing: it has no DELETE right at all.
-        expect(await refusal(tenantA, `DELETE FROM ${table} WHERE ${column} = $1`, [b]), table).toBe("42501");
+        // The role deletes nothing: it has no DELETE right at all, but on idempotency keys, where
+        // it deletes only its own tenant's rows (a released key) and expired ones (the sweep).
+        if (table === "idempotency_keys")
+          expect(
+            await asApp(
+              tenantA,
+              async (tx) => (await tx.query(`DELETE FROM ${table} WHERE ${column} = $1`, [b])).rowCount,
+            ),
+          ).toBe(0);
+        else
+          expect(await refusal(tenantA, `DELETE FROM ${table} WHERE ${column} = $1`, [b]), table).toBe(
+            "42501",
+          );
       }
       // Inserting a row of the other tenant is refused.
       const insertAsset = (tenant: string) =>

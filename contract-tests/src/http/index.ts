@@ -1,10 +1,12 @@
 import { describe } from "vitest";
 import { describeAccounts } from "./accounts.js";
 import { describeApiKeys } from "./api-keys.js";
+import { describeAssetLifecycle } from "./asset-lifecycle.js";
 import { describeAssets } from "./assets.js";
 import type { MakeHttpSubject } from "./client.js";
 import { describeErrors } from "./errors.js";
 import { describeGoogleSignIn } from "./google.js";
+import { describeIdempotency } from "./idempotency.js";
 import { describePlayback } from "./playback.js";
 import { describeRateLimits } from "./rate-limits.js";
 import { describeUploads } from "./uploads.js";
@@ -23,6 +25,8 @@ export const describeHttpApi = (name: string, makeSubject: MakeHttpSubject): voi
     describeGoogleSignIn(makeSubject);
     describeApiKeys(makeSubject);
     describeAssets(makeSubject);
+    describeAssetLifecycle(makeSubject);
+    describeIdempotency(makeSubject);
     describeUploads(makeSubject);
     describeErrors(makeSubject);
     describeRateLimits(makeSubject);

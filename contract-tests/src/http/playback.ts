@@ -78,7 +78,7 @@ interface Catalog {
   readonly pending: WireAsset;
 }
 
-const uploadAndComplete = async (api: HttpClient, credential: Credential, assetId: string) => {
+export const uploadAndComplete = async (api: HttpClient, credential: Credential, assetId: string) => {
   const bytes = new Uint8Array(2_000).fill(7);
   const upload = await startUpload(api, credential, { asset_id: assetId, size_bytes: bytes.byteLength });
   for (const part of upload.parts) expectStatus(await sendTo("PUT", part.url, { body: bytes }), 200);
@@ -89,7 +89,11 @@ const uploadAndComplete = async (api: HttpClient, credential: Credential, assetI
 };
 
 /** Polls the asset until processing settles (the worker takes the job within moments). */
-const untilReady = async (api: HttpClient, credential: Credential, assetId: string): Promise<WireAsset> => {
+export const untilReady = async (
+  api: HttpClient,
+  credential: Credential,
+  assetId: string,
+): Promise<WireAsset> => {
   for (let i = 0; i < 1_200; i++) {
     const { asset } = expectStatus(
       await api.get<{ asset: WireAsset }>(`/v1/assets/${assetId}`, credentialOptions(credential)),

@@ -263,6 +263,17 @@ const headersOf = (headers: Readonly<Record<string, string>>) =>
     Object.entries(headers).map(([name, description]) => [name, { description, schema: { type: "string" } }]),
   );
 
+/** Every authenticated POST takes an Idempotency-Key (idempotency.ts). */
+const idempotencyKeyParameter: Json = {
+  name: "Idempotency-Key",
+  in: "header",
+  required: false,
+  description:
+    "Within 24 hours, the same key with the same request replays the first response; with another request, 400; while the first runs, 409.",
+  schema: { type: "string", minLength: 1, maxLength: 255, pattern: "^[\\x20-\\x7e]+$" },
+};
+const replayedHeader = { "Idempotent-Replayed": "true when this is the replay of an earlier response" };
+
 /** The value a query field takes when absent: what decoding an empty query gives it. */
 const defaultsOf = (query: AST.AST | undefined): Record<string, unknown> => {
   if (query === undefined) return {};
@@ -339,6 +350,8 @@ export const openApiDocument = (
         });
       }
     }
+    const idempotent = route.method === "POST" && route.credential.kind === "api";
+    if (idempotent) parameters.push(idempotencyKeyParameter);
     // The typed side of the body keeps its refinements (bounds, patterns); its name is the route's.
     const body = propertiesOf(input).find((p) => p.name === "body");
     const bodySchema = () =>
@@ -370,10 +383,11 @@ export const openApiDocument = (
         : Schema.isSchema(success.content)
           ? { "application/json": { schema: toSchema(success.content.ast) } }
           : { [success.content.mediaType]: { schema: {} } };
+    const successHeaders = idempotent ? { ...success.headers, ...replayedHeader } : success.headers;
     const responses: Json = {
       [String(success.status)]: {
         description: success.description,
-        ...(success.headers ? { headers: headersOf(success.headers) } : {}),
+        ...(successHeaders ? { headers: headersOf(successHeaders) } : {}),
         ...(content ? { content } : {}),
       },
     };

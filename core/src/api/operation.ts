@@ -6,6 +6,7 @@ import type { RequestedRange } from "../use-cases/playback-delivery.js";
 import { enforceRate } from "../use-cases/support.js";
 import type { Vod } from "../vod.js";
 import { compileEncoder, failed } from "./fast-encode.js";
+import { idempotent } from "./idempotency.js";
 
 /** A request as any host hands it over: decoded values, no framework types. */
 export interface RawRequest {
@@ -23,6 +24,12 @@ export interface RawRequest {
   /** The Range header as the host's HTTP layer reads it, for a `file` reply. */
   readonly range?: RequestedRange;
 }
+
+/** A header of the request, when sent once (names in lower case). */
+export const headerOf = (request: Pick<RawRequest, "headers">, name: string): string | undefined => {
+  const value = request.headers?.[name];
+  return typeof value === "string" ? value : undefined;
+};
 
 export interface Reply {
   readonly status: number;
@@ -383,8 +390,15 @@ export const authedOperation = <I, IE, O, OE>(
           vod.ports.clock.now(),
         );
         const input = yield* decode(request);
-        const value = yield* def.run(vod, input, { ...request, principal });
-        return yield* encode(def as Definition<unknown, unknown, O, OE>, vod, value);
+        const call = { tenantId: principal.tenant.id, method: def.method, path: def.path };
+        return yield* idempotent(
+          vod,
+          request,
+          call,
+          Effect.flatMap(def.run(vod, input, { ...request, principal }), (value) =>
+            encode(def as Definition<unknown, unknown, O, OE>, vod, value),
+          ),
+        );
       }),
   };
 };

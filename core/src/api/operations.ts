@@ -7,6 +7,7 @@ import {
   type AuthedCall,
   authedOperation,
   type HttpMethod,
+  headerOf,
   type Operation,
   type PublicCall,
   publicOperation,
@@ -187,6 +188,31 @@ export const getAsset = authedOperation({
   ...onId(read, AssetReply, (vod) => vod.assets.get),
 });
 
+export const updateAsset = authedOperation({
+  id: "updateAsset",
+  method: "PATCH",
+  path: "/v1/assets/:id",
+  summary: "Change an asset's title or visibility; nothing else of it can change.",
+  status: 200,
+  auth: { scope: "write" },
+  input: Schema.Struct({ params: Rq.IdParams, body: Rq.UpdateAssetBody }),
+  output: Schema.Struct({ asset: Rs.Asset }),
+  run: (vod, { params, body }, call) => vod.assets.update(call.principal, params.id, body),
+});
+
+export const deleteAsset = authedOperation({
+  id: "deleteAsset",
+  method: "DELETE",
+  path: "/v1/assets/:id",
+  summary:
+    "Delete an asset at once: its open upload is aborted, its playback sessions end, its objects are removed in the background.",
+  status: 204,
+  auth: { scope: "write" },
+  input: params,
+  output: null,
+  run: (vod, { params }, call) => vod.assets.remove(call.principal, params.id),
+});
+
 export const startUpload = authedOperation({
   ...at("POST /v1/uploads", "startUpload", 201),
   summary: "Start a multipart upload session for an asset: one upload URL per part.",
@@ -346,11 +372,6 @@ export const entitlement = publicOperation({
 
 const LICENSE_TOKEN = "x-vod-license-token";
 
-const headerOf = (call: PublicCall, name: string) => {
-  const value = call.headers?.[name];
-  return typeof value === "string" ? value : undefined;
-};
-
 export const clearKeyLicense = publicOperation({
   ...at("POST /v1/drm/clearkey/license", "clearKeyLicense", 200),
   summary: "A W3C ClearKey licence for the requested key ids.",
@@ -383,6 +404,8 @@ export const operations: ReadonlyArray<Operation> = [
   listAssets,
   createAsset,
   getAsset,
+  updateAsset,
+  deleteAsset,
   startUpload,
   resumeUpload,
   abortUpload,

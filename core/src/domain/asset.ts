@@ -117,3 +117,26 @@ export const transitionAsset: Transition<Asset, AssetEvent> = (asset, event) => 
 
 /** An upload may start only on a draft that holds no bytes yet. */
 export const canStartUpload = (asset: Asset): boolean => asset.status === "pending";
+
+/** What a client may change on an asset (PATCH): everything else is the platform's. */
+export interface AssetDetailsInput {
+  readonly title?: string | undefined;
+  readonly visibility?: AssetVisibility | undefined;
+}
+
+/** The stored fields a details change writes; a field left out is not written. */
+export type AssetDetails = Partial<Pick<Asset, "title" | "visibility" | "published_at">>;
+
+/**
+ * The fields a PATCH writes: `published_at` is when the asset last became public, and null
+ * while it is private; setting public on a public asset keeps the first time.
+ */
+export const assetDetailsChange = (asset: Asset, input: AssetDetailsInput, now: number): AssetDetails => {
+  const change: { -readonly [K in keyof AssetDetails]: AssetDetails[K] } = {};
+  if (input.title !== undefined) change.title = input.title;
+  if (input.visibility !== undefined && input.visibility !== asset.visibility) {
+    change.visibility = input.visibility;
+    change.published_at = input.visibility === "public" ? now : null;
+  }
+  return change;
+};

@@ -1,6 +1,6 @@
 import type { Effect, Option } from "effect";
 import type { ApiKey } from "../domain/api-key.js";
-import type { Asset, AssetStatus } from "../domain/asset.js";
+import type { Asset, AssetDetails, AssetStatus } from "../domain/asset.js";
 import type { PlaybackSession } from "../domain/playback-session.js";
 import type { RefreshSession, RefreshToken, RevokedReason } from "../domain/refresh-session.js";
 import type { Tenant, TenantStatus } from "../domain/tenant.js";
@@ -90,8 +90,21 @@ export interface AssetRepository {
       readonly after?: AssetKey | undefined;
     },
   ): Op<ReadonlyArray<Asset>>;
-  /** Stores the whole asset as given (the state machine made it). */
+  /**
+   * Stores the asset's processing facts as given (the state machine made them): status,
+   * failure_code, source_* and the origin facts. Title, visibility and published_at are the
+   * client's, written by `updateDetails` alone, so a long processing run never undoes a PATCH made
+   * meanwhile. A deleted asset stays deleted: nothing is written.
+   */
   update(asset: Asset): Op<void>;
+  /** Writes the given fields only; the asset as stored after it, none when it is not there. */
+  updateDetails(tenantId: string, id: string, details: AssetDetails): Op<Option.Option<Asset>>;
+  /**
+   * Deletes the asset: from then on `get`, `list`, `update` and `updateDetails` do not see it.
+   * False when it was not there (deleted already, or another tenant's): of two racing deletes one
+   * gets true.
+   */
+  remove(tenantId: string, id: string, at: number): Op<boolean>;
 }
 
 export interface UploadRepository {
@@ -113,6 +126,17 @@ export interface PlaybackSessionRepository {
   get(tenantId: string, id: string): Op<Option.Option<PlaybackSession>>;
   /** Sets ended_at if it is not set yet. */
   end(tenantId: string, id: string, at: number): Op<void>;
+  /**
+   * Sets ended_at on every session of the asset that has none, and answers the asset's sessions
+   * (ended now or before) whose expires_at is after `expiringAfter`: those whose tokens may still
+   * be presented, so that their revocation can be written (again: revoking is idempotent).
+   */
+  endForAsset(
+    tenantId: string,
+    assetId: string,
+    at: number,
+    expiringAfter: number,
+  ): Op<ReadonlyArray<PlaybackSession>>;
 }
 
 /** An asset's content key, kept only wrapped (encrypted under the master key). */
@@ -132,6 +156,45 @@ export interface ContentKeyRepository {
   get(tenantId: string, assetId: string): Op<Option.Option<ContentKey>>;
 }
 
+/** The response an Idempotency-Key replays: status and body as first sent (null: no body, a 204). */
+export interface IdempotentResponse {
+  readonly status: number;
+  readonly body: unknown;
+}
+
+/** Where a claim on an Idempotency-Key stands. */
+export type IdempotencyClaim =
+  /** The caller runs the request, and then completes or releases the key. */
+  | { readonly _tag: "Claimed" }
+  /** Another request with the key is running. */
+  | { readonly _tag: "Running"; readonly fingerprint: string }
+  /** The first request's response, to replay. */
+  | { readonly _tag: "Done"; readonly fingerprint: string; readonly response: IdempotentResponse };
+
+/**
+ * Idempotency-Key records, per tenant and key, shared by every node. `fingerprint` identifies the
+ * request (method, path, body) the key was first used for.
+ */
+export interface IdempotencyKeyRepository {
+  /**
+   * Claims the key for a request, running until `lockedUntil`, remembered until `expiresAt`.
+   * Atomic: of concurrent claims exactly one is Claimed. A record past its expiry counts as
+   * absent, and a running one past `lockedUntil` (its node died) is claimed anew.
+   */
+  claim(
+    tenantId: string,
+    key: string,
+    fingerprint: string,
+    times: { readonly now: number; readonly lockedUntil: number; readonly expiresAt: number },
+  ): Op<IdempotencyClaim>;
+  /** Stores the response of the claimed request: later claims answer Done with it. */
+  complete(tenantId: string, key: string, fingerprint: string, response: IdempotentResponse): Op<void>;
+  /** Forgets a running claim whose response is not to be replayed: the key is free again. */
+  release(tenantId: string, key: string, fingerprint: string): Op<void>;
+  /** Deletes up to `limit` records past their expiry, of any tenant; answers how many. */
+  deleteExpired(now: number, limit: number): Op<number>;
+}
+
 export interface Repositories {
   readonly tenants: TenantRepository;
   readonly users: UserRepository;
@@ -142,6 +205,7 @@ export interface Repositories {
   readonly uploads: UploadRepository;
   readonly playbackSessions: PlaybackSessionRepository;
   readonly contentKeys: ContentKeyRepository;
+  readonly idempotencyKeys: IdempotencyKeyRepository;
   /** Enqueues jobs in the unit of work: they exist if and only if it commits. */
   readonly jobs: JobRepository;
 }

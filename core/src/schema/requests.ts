@@ -1,5 +1,5 @@
 import { Schema } from "effect";
-import { AssetStatus, Scope } from "./resources.js";
+import { AssetStatus, AssetVisibility, Scope } from "./resources.js";
 
 // Validation messages never echo the value: a password must not come back in an error body.
 const msg = (message: string) => ({ message: () => message });
@@ -71,6 +71,12 @@ export const CreateApiKeyBody = Schema.Struct({
 export const CreateAssetBody = Schema.Struct({
   title: Schema.optional(Schema.String.pipe(maxChars(200))),
   drm: Schema.optional(Schema.Boolean),
+});
+
+/** PATCH: title and visibility only; drm_enabled and the rest cannot change (an unknown field is refused). */
+export const UpdateAssetBody = Schema.Struct({
+  title: Schema.optional(Schema.String.pipe(maxChars(200))),
+  visibility: Schema.optional(AssetVisibility),
 });
 
 export const ListAssetsQuery = Schema.Struct({

@@ -15,6 +15,7 @@ const Url = Schema.String.annotations({ jsonSchema: { type: "string", format: "u
 export const Scope = Schema.Literal(...scopes);
 export const Role = Schema.Literal(...roles);
 export const AssetStatus = Schema.Literal(...assetStatuses);
+export const AssetVisibility = Schema.Literal(...assetVisibilities);
 
 export const User = Schema.Struct({
   id: Schema.String,
@@ -60,7 +61,7 @@ export const Asset = Schema.Struct({
   origin_size_bytes: Schema.NullOr(Schema.Int),
   checksum_sha256: Schema.NullOr(Schema.String),
   drm_enabled: Schema.Boolean,
-  visibility: Schema.Literal(...assetVisibilities),
+  visibility: AssetVisibility,
   published_at: Schema.NullOr(EpochMs),
   created_at: EpochMs,
 }).annotations({ identifier: "Asset" });

@@ -1,7 +1,9 @@
-import { Effect } from "effect";
+import { Effect, Option } from "effect";
 import type { VodConfig } from "../config.js";
-import { newAssetDraft } from "../domain/asset.js";
-import { InvalidRequest } from "../errors.js";
+import { assetDetailsChange, newAssetDraft } from "../domain/asset.js";
+import { originKey, renditionsPrefix } from "../domain/object-keys.js";
+import { InvalidRequest, NotFound, type StorageError } from "../errors.js";
+import type { Job, JobFailed } from "../ports/job-queue.js";
 import type { AssetKey } from "../ports/repositories.js";
 import type { Requests } from "../schema/index.js";
 import type { VodPorts } from "../tokens.js";
@@ -10,6 +12,12 @@ import { constantTimeEqual, hmacBase64Url, orNotFound } from "./support.js";
 
 type ListInput = typeof Requests.ListAssetsQuery.Type;
 type CreateInput = typeof Requests.CreateAssetBody.Type;
+type UpdateInput = typeof Requests.UpdateAssetBody.Type;
+
+/** Ends and revokes an asset's playback sessions (playback-sessions.ts). */
+type EndPlayback = (tenantId: string, assetId: string) => Effect.Effect<void, StorageError>;
+
+const assetNotFound = () => new NotFound({ message: "asset not found" });
 
 /**
  * Keyset cursors: base64url of "created_at.id", a dot, and an HMAC of it bound to the tenant, so a
@@ -40,7 +48,11 @@ export const makeCursors = (secret: Uint8Array) => {
   return { encode, decode };
 };
 
-export const makeAssets = ({ clock, ids, storage }: VodPorts, config: VodConfig) => {
+export const makeAssets = (
+  { clock, ids, storage, objectStore }: VodPorts,
+  config: VodConfig,
+  endPlayback: EndPlayback,
+) => {
   const cursors = makeCursors(config.cursorSecret);
 
   const list = (principal: Principal, input: ListInput) =>
@@ -75,7 +87,74 @@ export const makeAssets = ({ clock, ids, storage }: VodPorts, config: VodConfig)
   const get = (principal: Principal, id: string) =>
     Effect.map(orNotFound("asset")(storage.assets.get(principal.tenant.id, id)), (asset) => ({ asset }));
 
-  return { list, create, get };
+  /** Title and visibility; nothing else of an asset is the client's to change. */
+  const update = (principal: Principal, id: string, input: UpdateInput) =>
+    storage.transaction((tx) =>
+      Effect.gen(function* () {
+        const tenantId = principal.tenant.id;
+        const asset = yield* orNotFound("asset")(tx.assets.get(tenantId, id));
+        const change = assetDetailsChange(asset, input, clock.now());
+        const updated = yield* tx.assets.updateDetails(tenantId, id, change);
+        if (Option.isNone(updated)) return yield* Effect.fail(assetNotFound());
+        return { asset: updated.value };
+      }),
+    );
+
+  /**
+   * Deletes the asset at once (404 from then on), aborts its open upload, and leaves its objects to
+   * the `delete-asset` job, enqueued in the same transaction: no deleted asset without its job.
+   * Its playback sessions are ended and revoked after the commit; the job does it again, which
+   * covers a revocation that failed here and a session created while the delete ran.
+   */
+  const remove = (principal: Principal, id: string) =>
+    Effect.gen(function* () {
+      const tenantId = principal.tenant.id;
+      yield* storage.transaction((tx) =>
+        Effect.gen(function* () {
+          if (!(yield* tx.assets.remove(tenantId, id, clock.now())))
+            return yield* Effect.fail(assetNotFound());
+          const open = yield* tx.uploads.findOpen(tenantId, id);
+          const uploadIds: string[] = [];
+          if (Option.isSome(open) && (yield* tx.uploads.close(tenantId, open.value.id, "aborted")))
+            uploadIds.push(open.value.id);
+          yield* tx.jobs.enqueue("delete-asset", {
+            tenant_id: tenantId,
+            asset_id: id,
+            upload_ids: uploadIds,
+          });
+        }),
+      );
+      yield* endPlayback(tenantId, id);
+    });
+
+  /**
+   * The `delete-asset` job: sessions revoked, open uploads' parts aborted, origin and renditions
+   * removed. Every step is harmless to repeat (at least once delivery). An upload started while
+   * the delete ran is found open here and closed too.
+   */
+  const removeObjects = (job: Job<"delete-asset">): Effect.Effect<void, JobFailed> =>
+    Effect.gen(function* () {
+      const { tenant_id, asset_id, upload_ids } = job.data;
+      yield* endPlayback(tenant_id, asset_id);
+      const late = yield* storage.uploads.findOpen(tenant_id, asset_id);
+      if (Option.isSome(late)) yield* storage.uploads.close(tenant_id, late.value.id, "aborted");
+      const uploads = Option.isSome(late) ? [...upload_ids, late.value.id] : upload_ids;
+      const key = originKey(tenant_id, asset_id);
+      yield* Effect.forEach(uploads, (uploadId) => objectStore.abortMultipart({ uploadId, key }), {
+        discard: true,
+      });
+      // Ids have a fixed length, so no other asset's origin key starts with this one.
+      yield* objectStore.deletePrefix(key);
+      yield* objectStore.deletePrefix(renditionsPrefix(tenant_id, asset_id));
+    }).pipe(
+      Effect.catchTag(
+        "StorageError",
+        (e): Effect.Effect<never, JobFailed> =>
+          Effect.fail({ _tag: "JobFailed", message: e.message, cause: e }),
+      ),
+    );
+
+  return { list, create, get, update, remove, removeObjects };
 };
 
 export type Assets = ReturnType<typeof makeAssets>;

@@ -100,6 +100,27 @@ export const makePlaybackSessions = (ports: VodPorts, config: VodConfig, revocat
       yield* revocations.revoke(session.id, session.expires_at + TELEMETRY_GRACE_MS);
     });
 
+  /**
+   * Ends every playback session of an asset (it was deleted) and revokes each whose token may
+   * still be presented, telemetry's grace included. Safe to run again: a retried deletion job
+   * writes the revocations once more.
+   */
+  const endForAsset = (tenantId: string, assetId: string) =>
+    Effect.gen(function* () {
+      const now = clock.now();
+      const sessions = yield* storage.playbackSessions.endForAsset(
+        tenantId,
+        assetId,
+        now,
+        now - TELEMETRY_GRACE_MS,
+      );
+      yield* Effect.forEach(
+        sessions,
+        (session) => revocations.revoke(session.id, session.expires_at + TELEMETRY_GRACE_MS),
+        { concurrency: 8, discard: true },
+      );
+    });
+
   // Verified tokens, so a player's many requests (segments, beacons) cost one signature check;
   // revocation is still checked on every request. Bounded: cleared when it grows past the cap.
   const verifiedTokens = new Map<string, PlaybackClaims>();
@@ -154,5 +175,5 @@ export const makePlaybackSessions = (ports: VodPorts, config: VodConfig, revocat
     });
   };
 
-  return { create, revoke, verify };
+  return { create, revoke, endForAsset, verify };
 };

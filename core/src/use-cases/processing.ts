@@ -145,6 +145,12 @@ export const makeProcessing = (
           }),
         ),
       );
+      // Deleted while it ran: its job may have removed the renditions before the last of these
+      // were stored. Every write of this run is done now, so removing them here leaves nothing.
+      if (Option.isNone(yield* storage.assets.get(tenant_id, asset_id))) {
+        yield* store.deletePrefix(renditionsPrefix(tenant_id, asset_id));
+        return { status: "skipped" } as const;
+      }
       if (Either.isRight(result)) {
         const saved = yield* save(asset, { type: "processing_succeeded", source: result.right });
         return saved.status === "ready" ? ({ status: "ready" } as const) : ({ status: "skipped" } as const);

@@ -338,6 +338,12 @@ export const makeUploads = (ports: VodPorts, config: VodConfig) => {
         }),
       );
       const stored = yield* orNotFound("upload")(storage.uploads.get(session.tenant_id, session.id));
+      if (!won && Option.isNone(yield* storage.assets.get(session.tenant_id, session.asset_id))) {
+        // The asset was deleted while its bytes were assembled, perhaps after its deletion job
+        // ran: what was assembled goes too. No upload can start on a deleted asset.
+        yield* store.deletePrefix(ref.key);
+        return yield* Effect.fail(new NotFound({ message: "asset not found" }));
+      }
       if (!won && stored.status !== "completed")
         return yield* Effect.fail(conflict(`upload is ${stored.status}`));
       return yield* completedAnswer(stored);

@@ -1,4 +1,4 @@
-import type { JobQueue, Vod } from "@vod/core";
+import { type JobQueue, sweepIdempotencyKeys, type Vod } from "@vod/core";
 import { Effect, Exit } from "effect";
 import type { Logger } from "./logger.js";
 
@@ -12,8 +12,9 @@ export interface RunningWorker {
 }
 
 /**
- * Runs processing jobs, and now and then closes upload sessions past their expiry. The same code
- * runs inside the host (embedded default) or alone (`vod worker`).
+ * Runs processing jobs and deleted assets' object removal, and now and then closes upload
+ * sessions past their expiry. The same code runs inside the host (embedded default) or alone
+ * (`vod worker`).
  */
 export const startWorker = async (
   vod: Vod,
@@ -59,10 +60,34 @@ export const startWorker = async (
       );
     }),
   );
+  // Removing objects is quick and mostly waits on the store: a few at once beside processing.
+  const deletions = await Effect.runPromise(
+    queue.work("delete-asset", { concurrency: Math.max(2, options.concurrency) }, (job) =>
+      vod.assets.removeObjects(job).pipe(
+        Effect.tap(() =>
+          Effect.sync(() =>
+            log.info({ job_id: job.id, asset_id: job.data.asset_id }, "asset objects removed"),
+          ),
+        ),
+        Effect.tapError((e) =>
+          Effect.sync(() =>
+            log.warn(
+              { job_id: job.id, asset_id: job.data.asset_id, attempt: job.attempt, err: e.message },
+              "asset object removal failed",
+            ),
+          ),
+        ),
+      ),
+    ),
+  );
   const sweep = async () => {
     const closed = await Effect.runPromise(Effect.either(vod.uploads.sweepExpired()));
     if (closed._tag === "Left") log.warn({ err: closed.left.message }, "expired-upload sweep failed");
     else if (closed.right > 0) log.info({ closed: closed.right }, "expired uploads closed");
+    const forgotten = await Effect.runPromise(Effect.either(sweepIdempotencyKeys(vod)));
+    if (forgotten._tag === "Left")
+      log.warn({ err: forgotten.left.message }, "idempotency key cleanup failed");
+    else if (forgotten.right > 0) log.info({ deleted: forgotten.right }, "expired idempotency keys deleted");
   };
   const timer = setInterval(() => void sweep(), options.sweepEveryMs ?? 10 * 60_000);
   timer.unref();
@@ -71,7 +96,10 @@ export const startWorker = async (
   return {
     stop: async (graceMs) => {
       clearInterval(timer);
-      const released = await Effect.runPromise(worker.drain(graceMs));
+      const [released] = await Promise.all([
+        Effect.runPromise(worker.drain(graceMs)),
+        Effect.runPromise(deletions.drain(graceMs)),
+      ]);
       for (const job of released)
         log.info(
           { job_id: job.id, asset_id: job.data.asset_id, attempt: job.attempt, grace_ms: graceMs },

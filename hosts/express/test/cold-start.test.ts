@@ -59,8 +59,11 @@ describeWith(
       ]);
       const db = connectPostgres({ connectionString: databaseUrl, poolSize: 1 });
       try {
-        const queues = await db.query(`SELECT name, retry_limit FROM ${schema}_jobs.queue`);
-        expect(queues.rows).toEqual([{ name: "process-asset", retry_limit: 4 }]);
+        const queues = await db.query(`SELECT name, retry_limit FROM ${schema}_jobs.queue ORDER BY name`);
+        expect(queues.rows).toEqual([
+          { name: "delete-asset", retry_limit: 4 },
+          { name: "process-asset", retry_limit: 4 },
+        ]);
         const versions = await db.query(`SELECT version FROM ${schema}.vod_migrations ORDER BY version`);
         expect(versions.rows).toEqual(all.map((version) => ({ version })));
       } finally {

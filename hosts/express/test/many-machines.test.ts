@@ -189,6 +189,18 @@ describeWith(
       expect((await segment.arrayBuffer()).byteLength).toBeGreaterThan(0);
     };
 
+    /** The manifest's answer once it is no longer 200, or its 200 a second later. */
+    const refusedWithinASecond = async (url: string) => {
+      const until = Date.now() + 1_000;
+      let reply = await fetch(url);
+      while (reply.status === 200 && Date.now() < until) {
+        await reply.arrayBuffer();
+        await new Promise((r) => setTimeout(r, 20));
+        reply = await fetch(url);
+      }
+      return reply;
+    };
+
     const session = async (host: Host, assetId: string) => {
       const res = await call(host.url, "/v1/playback/sessions", {
         body: { asset_id: assetId },
@@ -242,16 +254,61 @@ describeWith(
       const revoked = await call(a.url, `/v1/playback/sessions/${id}`, { method: "DELETE", headers: auth });
       expect(revoked.status).toBe(204);
       // The revocation reaches B through Redis at once; without it B's cache would serve for a minute.
-      const until = Date.now() + 1_000;
-      let refused = await fetch(on(b, manifest));
-      while (refused.status === 200 && Date.now() < until) {
-        await refused.arrayBuffer();
-        await new Promise((r) => setTimeout(r, 20));
-        refused = await fetch(on(b, manifest));
-      }
+      const refused = await refusedWithinASecond(on(b, manifest));
       expect(refused.status).toBe(401);
       expect(await refused.json()).toMatchObject({ error: "unauthorized", code: "unauthorized" });
       expect((await fetch(on(a, manifest))).status).toBe(401);
+    }, 120_000);
+
+    it("replays on B a create sent to A with an Idempotency-Key; ten at once across both hosts make one asset", async () => {
+      const key = `many-${randomBytes(6).toString("hex")}`;
+      const send = (host: Host, title: string, idempotencyKey: string) =>
+        call(host.url, "/v1/assets", {
+          body: { title },
+          headers: { ...auth, "idempotency-key": idempotencyKey },
+        });
+      const first = await send(a, "idempotent", key);
+      expect(first.status).toBe(201);
+      expect(first.headers.get("idempotent-replayed")).toBeNull();
+      const replay = await send(b, "idempotent", key);
+      expect(replay.status).toBe(201);
+      expect(replay.body).toStrictEqual(first.body);
+      expect(replay.headers.get("idempotent-replayed")).toBe("true");
+
+      const raceKey = `race-${randomBytes(6).toString("hex")}`;
+      const replies = await Promise.all(
+        Array.from({ length: 10 }, (_, i) => send(i % 2 === 0 ? a : b, raceKey, raceKey)),
+      );
+      for (const reply of replies) expect([201, 409]).toContain(reply.status);
+      const created = new Set(replies.filter((r) => r.status === 201).map((r) => r.body.asset.id));
+      expect(created.size).toBe(1);
+      const stored = await db.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM ${schema}.assets WHERE title = $1`,
+        [raceKey],
+      );
+      expect(stored.rows[0]?.n).toBe(1);
+    }, 60_000);
+
+    it("deletes on A an asset B is playing: B refuses its manifest at once, and a worker removes its objects from the bucket", async () => {
+      const upload = await begin(a, clip, "deleted");
+      await putParts(upload, clip);
+      await complete(b, upload.id);
+      expect((await settledAsset(a.url, auth, upload.assetId, 90_000)).status).toBe("ready");
+      const objectsOf = async () =>
+        (await bucket.backdoor.objects()).filter((o) => o.name.includes(upload.assetId)).map((o) => o.name);
+      expect(await objectsOf()).toEqual(expect.arrayContaining([expect.stringMatching(/^origins\//)]));
+      const { manifest } = await session(b, upload.assetId);
+      expect((await fetch(on(b, manifest))).status).toBe(200);
+
+      const deleted = await call(a.url, `/v1/assets/${upload.assetId}`, { method: "DELETE", headers: auth });
+      expect(deleted.status).toBe(204);
+      expect((await call(b.url, `/v1/assets/${upload.assetId}`, { headers: auth })).status).toBe(404);
+      // The revocation reaches B through Redis; without it B's cache would serve for a minute.
+      expect((await refusedWithinASecond(on(b, manifest))).status).toBe(401);
+      const gone = Date.now() + 30_000;
+      while ((await objectsOf()).length > 0 && Date.now() < gone)
+        await new Promise((r) => setTimeout(r, 100));
+      expect(await objectsOf()).toEqual([]);
     }, 120_000);
 
     it("leaves the job of a worker killed mid-job to the other worker, and the asset reaches ready", async () => {
