@@ -9,7 +9,6 @@ import {
   type HttpMethod,
   headerOf,
   type Operation,
-  type PublicCall,
   publicOperation,
   type Reply,
 } from "./operation.js";
