@@ -18,6 +18,7 @@ export const resolvePorts = (ctx: ResolutionContext): VodPorts => ({
   telemetrySink: ctx.get(Tokens.TelemetrySink),
   jobQueue: ctx.get(Tokens.JobQueue, { optional: true }),
   mediaProcessor: ctx.get(Tokens.MediaProcessor, { optional: true }),
+  webhookSender: ctx.get(Tokens.WebhookSender, { optional: true }),
 });
 
 /**

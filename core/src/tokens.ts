@@ -10,6 +10,7 @@ import type { RevocationFeed, RevocationStore } from "./ports/revocation-store.j
 import type { Storage } from "./ports/storage.js";
 import type { TelemetrySink } from "./ports/telemetry-sink.js";
 import type { TokenSigner } from "./ports/token-signer.js";
+import type { WebhookSender } from "./ports/webhook-sender.js";
 
 /**
  * inversify service identifiers of every port, as global symbols so that the host binds
@@ -29,6 +30,7 @@ export const Tokens = {
   RevocationStore: Symbol.for("vod.RevocationStore"),
   RevocationFeed: Symbol.for("vod.RevocationFeed"),
   TelemetrySink: Symbol.for("vod.TelemetrySink"),
+  WebhookSender: Symbol.for("vod.WebhookSender"),
   Config: Symbol.for("vod.Config"),
   Vod: Symbol.for("vod.Vod"),
 } as const;
@@ -54,4 +56,6 @@ export interface VodPorts {
   readonly jobQueue?: JobQueue | undefined;
   /** Only processes that run processing jobs need it. */
   readonly mediaProcessor?: MediaProcessor | undefined;
+  /** Checks webhook URLs and sends events; absent, webhooks cannot be created or delivered. */
+  readonly webhookSender?: WebhookSender | undefined;
 }

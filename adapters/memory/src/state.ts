@@ -11,6 +11,8 @@ import type {
   Tenant,
   UploadSession,
   UserRecord,
+  Webhook,
+  WebhookDelivery,
 } from "@vod/core";
 
 /** A job as the memory queue keeps it. */
@@ -46,6 +48,8 @@ export interface MemoryState {
   readonly playbackSessions: Map<string, PlaybackSession>;
   /** `${tenant_id}/${asset_id}` -> key. */
   readonly contentKeys: Map<string, ContentKey>;
+  readonly webhooks: Map<string, Webhook>;
+  readonly webhookDeliveries: Map<string, WebhookDelivery>;
 }
 
 export const emptyState = (): MemoryState => ({
@@ -62,6 +66,8 @@ export const emptyState = (): MemoryState => ({
   jobs: new Map(),
   playbackSessions: new Map(),
   contentKeys: new Map(),
+  webhooks: new Map(),
+  webhookDeliveries: new Map(),
 });
 
 /** Shallow copies of every map: enough to roll back, because records are never mutated. */

@@ -8,6 +8,7 @@ import { describeGoogleSignIn } from "./google.js";
 import { describePlayback } from "./playback.js";
 import { describeRateLimits } from "./rate-limits.js";
 import { describeUploads } from "./uploads.js";
+import { describeWebhooks } from "./webhooks.js";
 
 export type { HttpSubject, MakeHttpSubject, ManualClockLike } from "./client.js";
 
@@ -27,5 +28,6 @@ export const describeHttpApi = (name: string, makeSubject: MakeHttpSubject): voi
     describeErrors(makeSubject);
     describeRateLimits(makeSubject);
     describePlayback(makeSubject);
+    describeWebhooks(makeSubject);
   });
 };

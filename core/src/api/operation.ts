@@ -40,7 +40,7 @@ export interface Operation {
   readonly path: string;
   readonly summary: string;
   readonly auth: Requirement | "none";
-  readonly status: 200 | 201 | 204;
+  readonly status: 200 | 201 | 202 | 204;
   readonly input: Schema.Schema.AnyNoContext;
   readonly output: Schema.Schema.AnyNoContext | null;
   /**
@@ -57,7 +57,7 @@ interface Definition<I, IE, O, OE> {
   readonly method: HttpMethod;
   readonly path: string;
   readonly summary: string;
-  readonly status: 200 | 201 | 204;
+  readonly status: 200 | 201 | 202 | 204;
   /** Decodes `{ params, query, body }`. */
   readonly input: Schema.Schema<I, IE>;
   readonly output: Schema.Schema<O, OE> | null;

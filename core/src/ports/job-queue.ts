@@ -4,7 +4,16 @@ import type { StorageError } from "../errors.js";
 /** The jobs of the platform, by name, with their data. */
 export interface JobTypes {
   readonly "process-asset": { readonly tenant_id: string; readonly asset_id: string };
+  /** One attempt at a webhook delivery, the one after `attempts` earlier ones. */
+  readonly "deliver-webhook": {
+    readonly tenant_id: string;
+    readonly delivery_id: string;
+    readonly attempts: number;
+  };
 }
+
+/** Every job name, for queues that declare theirs up front. */
+export const jobNames: ReadonlyArray<JobName> = ["process-asset", "deliver-webhook"];
 export type JobName = keyof JobTypes;
 
 export interface Job<N extends JobName = JobName> {
@@ -19,7 +28,16 @@ export interface Job<N extends JobName = JobName> {
 
 /** Enqueuing, as part of the unit of work: the job exists if and only if the transaction commits. */
 export interface JobRepository {
-  enqueue<N extends JobName>(name: N, data: JobTypes[N]): Effect.Effect<void, StorageError>;
+  enqueue<N extends JobName>(
+    name: N,
+    data: JobTypes[N],
+    options?: EnqueueOptions,
+  ): Effect.Effect<void, StorageError>;
+}
+
+export interface EnqueueOptions {
+  /** Not handed out before this many milliseconds from now (a retry's backoff). */
+  readonly delayMs?: number;
 }
 
 /** Asks for the job to be run again later (with backoff), or, on the last attempt, ends it. */
@@ -48,7 +66,7 @@ export interface WorkOptions {
   readonly concurrency: number;
 }
 
-export interface Worker {
+export interface Worker<N extends JobName = JobName> {
   /** Stops taking jobs and waits for the running ones to finish. */
   readonly stop: Effect.Effect<void>;
   /**
@@ -56,7 +74,7 @@ export interface Worker {
    * interrupted and released: due again at once, for any worker, on the attempt they had (a
    * shutdown is not the job's fault). Answers the released jobs.
    */
-  drain(graceMs: number): Effect.Effect<ReadonlyArray<Job>>;
+  drain(graceMs: number): Effect.Effect<ReadonlyArray<Job<N>>>;
 }
 
 /**
@@ -69,5 +87,5 @@ export interface JobQueue {
     name: N,
     options: WorkOptions,
     handler: (job: Job<N>) => Effect.Effect<void, JobFailed>,
-  ): Effect.Effect<Worker, StorageError>;
+  ): Effect.Effect<Worker<N>, StorageError>;
 }

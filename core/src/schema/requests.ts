@@ -1,5 +1,5 @@
 import { Schema } from "effect";
-import { AssetStatus, Scope } from "./resources.js";
+import { AssetStatus, Scope, WebhookEventType } from "./resources.js";
 
 // Validation messages never echo the value: a password must not come back in an error body.
 const msg = (message: string) => ({ message: () => message });
@@ -147,3 +147,34 @@ export const ClearKeyRequest = Schema.Struct({
   kids: Schema.Array(Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9_-]{1,64}$/))).pipe(Schema.minItems(1)),
   type: Schema.optional(Schema.String),
 });
+
+const isWebUrl = (s: string) => {
+  try {
+    const url = new URL(s);
+    return (
+      (url.protocol === "https:" || url.protocol === "http:") && url.username === "" && url.password === ""
+    );
+  } catch {
+    return false;
+  }
+};
+
+/** Where events go; whether it may be sent to (https, a public address) is the sender's rule. */
+export const WebhookUrl = Schema.String.pipe(
+  maxChars(2048),
+  Schema.filter(isWebUrl, {
+    ...msg("must be an absolute http(s) URL without credentials"),
+    jsonSchema: { format: "uri" },
+  }),
+);
+
+export const CreateWebhookBody = Schema.Struct({
+  url: WebhookUrl,
+  events: Schema.Array(Schema.Union(WebhookEventType, Schema.Literal("*"))).pipe(
+    Schema.minItems(1, msg('must name at least one event type, or "*"')),
+    Schema.maxItems(20),
+  ),
+  description: Schema.optional(Schema.String.pipe(maxChars(200))),
+});
+
+export const DeliveryParams = Schema.Struct({ id: NonEmpty, delivery_id: NonEmpty });

@@ -7,6 +7,7 @@ import type { Requests } from "../schema/index.js";
 import type { VodPorts } from "../tokens.js";
 import type { Principal } from "./authenticate.js";
 import { constantTimeEqual, hmacBase64Url, orNotFound } from "./support.js";
+import { eventRecorder } from "./webhooks.js";
 
 type ListInput = typeof Requests.ListAssetsQuery.Type;
 type CreateInput = typeof Requests.CreateAssetBody.Type;
@@ -40,8 +41,10 @@ export const makeCursors = (secret: Uint8Array) => {
   return { encode, decode };
 };
 
-export const makeAssets = ({ clock, ids, storage }: VodPorts, config: VodConfig) => {
+export const makeAssets = (ports: VodPorts, config: VodConfig) => {
+  const { clock, ids, storage } = ports;
   const cursors = makeCursors(config.cursorSecret);
+  const recordEvent = eventRecorder(ports);
 
   const list = (principal: Principal, input: ListInput) =>
     Effect.gen(function* () {
@@ -68,7 +71,12 @@ export const makeAssets = ({ clock, ids, storage }: VodPorts, config: VodConfig)
         drm: input.drm,
         now: clock.now(),
       });
-      yield* storage.assets.insert(asset);
+      yield* storage.transaction((tx) =>
+        Effect.zipRight(
+          tx.assets.insert(asset),
+          recordEvent(tx, asset.tenant_id, "asset.created", { asset }),
+        ),
+      );
       return { asset };
     });
 
