@@ -16,12 +16,18 @@ export interface WebhookReceiver {
   readonly url: string;
   /** Requests so far to `path` (every path when absent), in the order they came. */
   received(path?: string): ReadonlyArray<ReceivedWebhook>;
-  /** Answers at `path` with these statuses in turn, then 200 (default: 200 always). */
+  /**
+   * Answers at `path` with these statuses in turn, then 200 (default: 200 always). `HOLD` answers
+   * nothing: the request stays open until the sender gives up or dies.
+   */
   respond(path: string, statuses: ReadonlyArray<number>): void;
   /** Waits for `count` requests to `path`; fails after `timeoutMs` naming what came. */
   waitFor(path: string, count: number, timeoutMs?: number): Promise<ReadonlyArray<ReceivedWebhook>>;
   close(): Promise<void>;
 }
+
+/** A status for `respond`: no answer at all. */
+export const HOLD = 0;
 
 /** An endpoint on 127.0.0.1 that records what it is sent, for the webhook tests. */
 export const startWebhookReceiver = async (): Promise<WebhookReceiver> => {
@@ -34,6 +40,7 @@ export const startWebhookReceiver = async (): Promise<WebhookReceiver> => {
       const path = req.url ?? "/";
       const status = scripts.get(path)?.shift() ?? 200;
       got.push({ path, headers: req.headers, body: Buffer.concat(chunks).toString("utf8"), status });
+      if (status === HOLD) return;
       res.writeHead(status, { "content-type": "text/plain" }).end(String(status));
     });
   });
