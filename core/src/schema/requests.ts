@@ -165,6 +165,12 @@ export const WebhookUrl = Schema.String.pipe(
   Schema.filter(isWebUrl, {
     ...msg("must be an absolute http(s) URL without credentials"),
     jsonSchema: { format: "uri" },
+    // Random strings are almost never URLs: a generator filtering them would never finish. Hosts
+    // under .invalid (RFC 6761) never resolve, so generated webhooks send nothing anywhere.
+    arbitrary: () => (fc) =>
+      fc
+        .tuple(fc.constantFrom("https", "http"), fc.domain(), fc.webPath())
+        .map(([scheme, domain, path]) => `${scheme}://${domain}.invalid${path}`),
   }),
 );
 
