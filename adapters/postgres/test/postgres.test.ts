@@ -10,10 +10,14 @@ import {
   type SqlDatabase,
 } from "@vod/adapter-postgres";
 import { suiteName, temporarySchemas, testServices } from "@vod/contract-tests";
+import { jobNames } from "@vod/core";
 import { Cause, Effect, Exit } from "effect";
 import { afterAll, describe, expect, it } from "vitest";
 
 const { databaseUrl } = testServices();
+
+/** Every job name, as the queue table lists them ordered. */
+const queueNames = [...jobNames].sort();
 const schemas = temporarySchemas(databaseUrl ?? "");
 const fresh = schemas.fresh;
 const open: SqlDatabase[] = [];
@@ -63,6 +67,8 @@ describe.skipIf(databaseUrl === null)(
         "upload_sessions",
         "users",
         "vod_migrations",
+        "webhook_deliveries",
+        "webhooks",
       ]);
       expect(await migrate(a)).toEqual([]);
     });
@@ -87,9 +93,11 @@ describe.skipIf(databaseUrl === null)(
         migrations.length,
       ]);
       const { rows } = await dbs[0]!.query(
-        `SELECT name, retry_limit, retry_delay, expire_seconds FROM ${schema}_jobs.queue`,
+        `SELECT name, retry_limit, retry_delay, expire_seconds FROM ${schema}_jobs.queue ORDER BY name`,
       );
-      expect(rows).toEqual([{ name: "process-asset", retry_limit: 3, retry_delay: 2, expire_seconds: 30 }]);
+      expect(rows).toEqual(
+        queueNames.map((name) => ({ name, retry_limit: 3, retry_delay: 2, expire_seconds: 30 })),
+      );
     });
 
     it("prepareDatabase (vod migrate) leaves the queue installed, racing host starts or not", async () => {
@@ -103,8 +111,8 @@ describe.skipIf(databaseUrl === null)(
       expect([0, migrations.length]).toContain(prepared.length);
       const version = await job.query<{ version: number }>(`SELECT version FROM ${schema}_jobs.version`);
       expect(version.rows).toHaveLength(1);
-      const queues = await job.query(`SELECT name, retry_limit FROM ${schema}_jobs.queue`);
-      expect(queues.rows).toEqual([{ name: "process-asset", retry_limit: 1 }]);
+      const queues = await job.query(`SELECT name, retry_limit FROM ${schema}_jobs.queue ORDER BY name`);
+      expect(queues.rows).toEqual(queueNames.map((name) => ({ name, retry_limit: 1 })));
       // Prepared again, nothing is left to do.
       expect(await prepareDatabase(job, { maxAttempts: 2 })).toEqual([]);
     });
@@ -205,8 +213,8 @@ describe("PGlite start-up", () => {
       expect(applied.map((a) => a.length).sort()).toEqual([0, migrations.length]);
       const queue = await pgBossQueue(db, { maxAttempts: 5 });
       await queue.close();
-      const { rows } = await db.query("SELECT name, retry_limit FROM vod_jobs.queue");
-      expect(rows).toEqual([{ name: "process-asset", retry_limit: 4 }]);
+      const { rows } = await db.query("SELECT name, retry_limit FROM vod_jobs.queue ORDER BY name");
+      expect(rows).toEqual(queueNames.map((name) => ({ name, retry_limit: 4 })));
     } finally {
       await db.close();
     }
@@ -223,8 +231,8 @@ describe("PGlite start-up", () => {
         expect(await prepareDatabase(db)).toEqual(migrations.map((m) => m.version));
         const queue = await pgBossQueue(db);
         await queue.close();
-        const { rows } = await db.query("SELECT name FROM vod_jobs.queue");
-        expect(rows).toEqual([{ name: "process-asset" }]);
+        const { rows } = await db.query("SELECT name FROM vod_jobs.queue ORDER BY name");
+        expect(rows).toEqual(queueNames.map((name) => ({ name })));
       } finally {
         await db.close();
       }
