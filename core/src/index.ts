@@ -19,5 +19,10 @@ export type { RequestedRange } from "./use-cases/playback-delivery.js";
 export { defaultLadder } from "./use-cases/processing.js";
 export { layeredRevocations, localRevocationFeed } from "./use-cases/revocations.js";
 export { sha256Hex } from "./use-cases/support.js";
-export { eventRecorder, type RecordEvent } from "./use-cases/webhooks.js";
+export {
+  type DeliveryOutcome,
+  type EventData,
+  eventRecorder,
+  type RecordEvent,
+} from "./use-cases/webhooks.js";
 export * from "./vod.js";
