@@ -7,6 +7,7 @@ import { promisify } from "node:util";
 import { generateSigningKeys } from "@vod/adapter-jose";
 import { connectPostgres, migrations } from "@vod/adapter-postgres";
 import { suiteName, temporarySchemas, testServices } from "@vod/contract-tests";
+import { jobNames } from "@vod/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   cli,
@@ -92,8 +93,8 @@ describe.skipIf(databaseUrl === null)(
       ]);
       const db = connectPostgres({ connectionString: databaseUrl ?? "", poolSize: 1 });
       try {
-        const queues = await db.query(`SELECT name, retry_limit FROM ${schema}_jobs.queue`);
-        expect(queues.rows).toEqual([{ name: "process-asset", retry_limit: 4 }]);
+        const queues = await db.query(`SELECT name, retry_limit FROM ${schema}_jobs.queue ORDER BY name`);
+        expect(queues.rows).toEqual([...jobNames].sort().map((name) => ({ name, retry_limit: 4 })));
         const versions = await db.query(`SELECT version FROM ${schema}.vod_migrations ORDER BY version`);
         expect(versions.rows).toEqual(all.map((version) => ({ version })));
       } finally {
