@@ -26,7 +26,8 @@ RUN npx tsc -b hosts/express
 # examples, bench) are dropped from the workspace list before pruning, so that their own
 # dependencies (testcontainers, vitest, ...) leave with the dev dependencies. The ffmpeg/ffprobe
 # installer packages (optional, ~140 MB) are removed too: the image has Debian's ffmpeg, which
-# the adapter finds first (VOD_FFMPEG_PATH / VOD_FFPROBE_PATH below).
+# the adapter finds first (VOD_FFMPEG_PATH / VOD_FFPROBE_PATH below). A workspace keeps its own
+# node_modules where npm nested a version the root's cannot be (ipaddr.js 2 beside express's 1).
 RUN node -e "const fs=require('fs');const p=JSON.parse(fs.readFileSync('package.json','utf8'));p.workspaces=['core','adapters/*','hosts/*'];fs.writeFileSync('package.json',JSON.stringify(p,null,2)+'\n')" \
  && npm prune --omit=dev --no-audit --no-fund \
  && rm -rf node_modules/@ffmpeg-installer node_modules/@ffprobe-installer \
@@ -34,7 +35,8 @@ RUN node -e "const fs=require('fs');const p=JSON.parse(fs.readFileSync('package.
  && mkdir /out \
  && cp -a package.json node_modules /out/ \
  && for ws in core adapters/* hosts/*; do \
-      mkdir -p "/out/$ws" && cp -a "$ws/package.json" "$ws/dist" "/out/$ws/"; \
+      mkdir -p "/out/$ws" && cp -a "$ws/package.json" "$ws/dist" "/out/$ws/" \
+      && if [ -d "$ws/node_modules" ]; then cp -a "$ws/node_modules" "/out/$ws/"; fi; \
     done \
  && find /out -name '*.tsbuildinfo' -delete \
  && node -e "require('fs').accessSync('/out/node_modules/shaka-packager/bin/packager-linux-'+process.arch, require('fs').constants.X_OK)"

@@ -7,6 +7,8 @@ import type {
   Tenant,
   UploadSession,
   UserRecord,
+  Webhook,
+  WebhookDelivery,
 } from "@vod/core";
 import { newAssetDraft } from "@vod/core";
 
@@ -88,5 +90,32 @@ export const anUpload = (asset: Asset, over: Partial<UploadSession> = {}): Uploa
 
 export const anAsset = (tenant: Tenant, over: Partial<Asset> = {}): Asset => ({
   ...newAssetDraft({ id: uid("ast"), tenant_id: tenant.id, now: 1_700_000_000_000 }),
+  ...over,
+});
+
+export const aWebhook = (tenant: Tenant, over: Partial<Webhook> = {}): Webhook => ({
+  id: uid("whk"),
+  tenant_id: tenant.id,
+  url: "https://hooks.example.com/vod",
+  events: ["*"],
+  description: null,
+  secret: `whsec_${Buffer.from(randomUUID()).toString("base64")}`,
+  created_at: 1_700_000_000_000,
+  deleted_at: null,
+  ...over,
+});
+
+export const aDelivery = (webhook: Webhook, over: Partial<WebhookDelivery> = {}): WebhookDelivery => ({
+  id: uid("dlv"),
+  tenant_id: webhook.tenant_id,
+  webhook_id: webhook.id,
+  event_id: uid("evt"),
+  event_type: "asset.ready",
+  payload: '{"id":"evt_1","type":"asset.ready"}',
+  status: "pending",
+  attempts: 0,
+  last_status_code: null,
+  next_attempt_at: 1_700_000_000_000,
+  created_at: 1_700_000_000_000,
   ...over,
 });

@@ -15,3 +15,4 @@ export * from "./services.js";
 export * from "./storage.js";
 export * from "./telemetry-sink.js";
 export * from "./token-signer.js";
+export * from "./webhook-receiver.js";

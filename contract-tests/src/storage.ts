@@ -2,7 +2,18 @@ import { Conflict, type Storage } from "@vod/core";
 import { Effect, Either, Option } from "effect";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { StorageBackdoor } from "./backdoor.js";
-import { anApiKey, anAsset, anUpload, aSession, aTenant, aToken, aUser, uid } from "./fixtures.js";
+import {
+  aDelivery,
+  anApiKey,
+  anAsset,
+  anUpload,
+  aSession,
+  aTenant,
+  aToken,
+  aUser,
+  aWebhook,
+  uid,
+} from "./fixtures.js";
 
 export interface StorageSubject {
   readonly storage: Storage;
@@ -443,6 +454,111 @@ export const describeStorage = (name: string, makeSubject: () => Promise<Storage
           (a as typeof kept).tenant_id === b.tenant_id && (a as typeof kept).asset_id === b.asset_id;
         expect(jobs.filter((j) => same(j.data, kept)).map((j) => j.name)).toEqual(["process-asset"]);
         expect(jobs.filter((j) => same(j.data, dropped))).toHaveLength(0);
+      });
+    });
+
+    describe("webhooks and their deliveries", () => {
+      it("stores webhooks, lists the live ones newest first, and deletes each once, within its tenant", async () => {
+        const { tenant } = await tenantWithUser();
+        const { tenant: other } = await tenantWithUser();
+        const old = aWebhook(tenant, { created_at: 10, events: ["asset.ready", "asset.failed"] });
+        const recent = aWebhook(tenant, { created_at: 20, description: "all" });
+        for (const w of [old, recent]) await run(storage.webhooks.insert(w));
+        expect(await run(storage.webhooks.get(tenant.id, old.id))).toEqual(Option.some(old));
+        expect(Option.isNone(await run(storage.webhooks.get(other.id, old.id)))).toBe(true);
+        expect(await run(storage.webhooks.list(tenant.id, 10))).toEqual([recent, old]);
+        expect(await run(storage.webhooks.list(tenant.id, 1))).toEqual([recent]);
+        expect(await run(storage.webhooks.list(other.id, 10))).toEqual([]);
+        expect(await run(storage.webhooks.remove(other.id, old.id, 30))).toBe(false);
+        expect(await run(storage.webhooks.remove(tenant.id, old.id, 30))).toBe(true);
+        expect(await run(storage.webhooks.remove(tenant.id, old.id, 31))).toBe(false);
+        expect(Option.isNone(await run(storage.webhooks.get(tenant.id, old.id)))).toBe(true);
+        expect(await run(storage.webhooks.list(tenant.id, 10))).toEqual([recent]);
+      });
+
+      it("lists the live webhooks subscribed to a type, or to every type", async () => {
+        const { tenant } = await tenantWithUser();
+        const { tenant: other } = await tenantWithUser();
+        const ready = aWebhook(tenant, { events: ["asset.ready"] });
+        const all = aWebhook(tenant, { events: ["*"] });
+        const failed = aWebhook(tenant, { events: ["asset.failed"] });
+        const gone = aWebhook(tenant, { events: ["asset.ready"] });
+        const theirs = aWebhook(other, { events: ["*"] });
+        for (const w of [ready, all, failed, gone, theirs]) await run(storage.webhooks.insert(w));
+        await run(storage.webhooks.remove(tenant.id, gone.id, 1));
+        const ids = async (type: "asset.ready" | "upload.aborted") =>
+          (await run(storage.webhooks.listSubscribed(tenant.id, type))).map((w) => w.id).sort();
+        expect(await ids("asset.ready")).toEqual([ready.id, all.id].sort());
+        expect(await ids("upload.aborted")).toEqual([all.id]);
+      });
+
+      it("stores deliveries, lists a webhook's newest first, and records each attempt once", async () => {
+        const { tenant } = await tenantWithUser();
+        const { tenant: other } = await tenantWithUser();
+        const webhook = aWebhook(tenant);
+        const another = aWebhook(tenant);
+        for (const w of [webhook, another]) await run(storage.webhooks.insert(w));
+        const first = aDelivery(webhook, { created_at: 10 });
+        const second = aDelivery(webhook, { created_at: 20 });
+        const elsewhere = aDelivery(another, { created_at: 30 });
+        for (const d of [first, second, elsewhere]) await run(storage.webhookDeliveries.insert(d));
+        expect(await run(storage.webhookDeliveries.get(tenant.id, first.id))).toEqual(Option.some(first));
+        expect(Option.isNone(await run(storage.webhookDeliveries.get(other.id, first.id)))).toBe(true);
+        expect(await run(storage.webhookDeliveries.listByWebhook(tenant.id, webhook.id, 10))).toEqual([
+          second,
+          first,
+        ]);
+        expect(await run(storage.webhookDeliveries.listByWebhook(other.id, webhook.id, 10))).toEqual([]);
+
+        const retry = { status: "pending", attempts: 1, last_status_code: 500, next_attempt_at: 99 } as const;
+        expect(await run(storage.webhookDeliveries.recordAttempt(other.id, first.id, 0, retry))).toBe(false);
+        expect(await run(storage.webhookDeliveries.recordAttempt(tenant.id, first.id, 0, retry))).toBe(true);
+        // A second run of the same attempt finds it recorded already.
+        expect(await run(storage.webhookDeliveries.recordAttempt(tenant.id, first.id, 0, retry))).toBe(false);
+        const done = {
+          status: "succeeded",
+          attempts: 2,
+          last_status_code: 204,
+          next_attempt_at: null,
+        } as const;
+        expect(await run(storage.webhookDeliveries.recordAttempt(tenant.id, first.id, 1, done))).toBe(true);
+        expect(await run(storage.webhookDeliveries.get(tenant.id, first.id))).toEqual(
+          Option.some({ ...first, ...done }),
+        );
+        // A settled delivery takes no more attempts.
+        const again = { ...done, attempts: 3 };
+        expect(await run(storage.webhookDeliveries.recordAttempt(tenant.id, first.id, 2, again))).toBe(false);
+      });
+
+      it("keeps a delivery and its job only when the unit of work commits", async () => {
+        const { tenant } = await tenantWithUser();
+        const webhook = aWebhook(tenant);
+        await run(storage.webhooks.insert(webhook));
+        const kept = aDelivery(webhook);
+        const dropped = aDelivery(webhook);
+        await run(
+          storage.transaction((tx) =>
+            Effect.zipRight(
+              tx.webhookDeliveries.insert(kept),
+              tx.jobs.enqueue(
+                "deliver-webhook",
+                { tenant_id: kept.tenant_id, delivery_id: kept.id, attempts: 0 },
+                { delayMs: 60_000 },
+              ),
+            ),
+          ),
+        );
+        await attempt(
+          storage.transaction((tx) =>
+            Effect.zipRight(tx.webhookDeliveries.insert(dropped), Effect.fail("boom")),
+          ),
+        );
+        expect(Option.isSome(await run(storage.webhookDeliveries.get(tenant.id, kept.id)))).toBe(true);
+        expect(Option.isNone(await run(storage.webhookDeliveries.get(tenant.id, dropped.id)))).toBe(true);
+        const jobs = (await db.jobs()).filter((j) => j.name === "deliver-webhook");
+        const ids = jobs.map((j) => (j.data as { delivery_id: string }).delivery_id);
+        expect(ids).toContain(kept.id);
+        expect(ids).not.toContain(dropped.id);
       });
     });
 

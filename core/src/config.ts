@@ -37,6 +37,12 @@ export interface VodConfig {
      */
     readonly maxRunMs: number;
   };
+  readonly webhooks: {
+    /** Wait before the second attempt of a delivery; doubled for each further one. */
+    readonly retryBaseMs: number;
+    /** How long after an event its delivery is retried before it fails for good. */
+    readonly retryForMs: number;
+  };
   readonly rateLimits: {
     /** One bucket per client IP shared by signup, login, google and refresh. */
     readonly authPerIpPerMinute: number;
@@ -68,5 +74,6 @@ export const defaultConfig = (secrets: {
   drmMasterKey: secrets.drmMasterKey,
   keySystems: {},
   processing: { maxSourceDurationMs: 6 * 60 * 60 * 1000, maxAttempts: 3, maxRunMs: 12 * 60 * 60 * 1000 },
+  webhooks: { retryBaseMs: 30_000, retryForMs: 24 * 60 * 60 * 1000 },
   rateLimits: defaultRateLimits,
 });

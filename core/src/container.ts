@@ -19,6 +19,7 @@ export const resolvePorts = (ctx: ResolutionContext): VodPorts => ({
   jobQueue: ctx.get(Tokens.JobQueue, { optional: true }),
   mediaProcessor: ctx.get(Tokens.MediaProcessor, { optional: true }),
   metrics: ctx.get(Tokens.Metrics, { optional: true }),
+  webhookSender: ctx.get(Tokens.WebhookSender, { optional: true }),
 });
 
 /**

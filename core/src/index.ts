@@ -12,7 +12,7 @@ export * from "./container.js";
 export * from "./domain/index.js";
 export * from "./errors.js";
 export type * from "./ports/index.js";
-export { limitRun } from "./ports/job-queue.js";
+export { jobNames, limitRun } from "./ports/job-queue.js";
 export { isValidRange, PartRejected, PartsMismatched } from "./ports/object-store.js";
 export * from "./schema/index.js";
 export * from "./tokens.js";
@@ -24,4 +24,10 @@ export type { RequestedRange } from "./use-cases/playback-delivery.js";
 export { defaultLadder } from "./use-cases/processing.js";
 export { layeredRevocations, localRevocationFeed } from "./use-cases/revocations.js";
 export { sha256Hex } from "./use-cases/support.js";
+export {
+  type DeliveryOutcome,
+  type EventData,
+  eventRecorder,
+  type RecordEvent,
+} from "./use-cases/webhooks.js";
 export * from "./vod.js";

@@ -11,6 +11,7 @@ import type { RevocationFeed, RevocationStore } from "./ports/revocation-store.j
 import type { Storage } from "./ports/storage.js";
 import type { TelemetrySink } from "./ports/telemetry-sink.js";
 import type { TokenSigner } from "./ports/token-signer.js";
+import type { WebhookSender } from "./ports/webhook-sender.js";
 
 /**
  * inversify service identifiers of every port, as global symbols so that the host binds
@@ -31,6 +32,7 @@ export const Tokens = {
   RevocationFeed: Symbol.for("vod.RevocationFeed"),
   TelemetrySink: Symbol.for("vod.TelemetrySink"),
   Metrics: Symbol.for("vod.Metrics"),
+  WebhookSender: Symbol.for("vod.WebhookSender"),
   Config: Symbol.for("vod.Config"),
   Vod: Symbol.for("vod.Vod"),
 } as const;
@@ -58,4 +60,6 @@ export interface VodPorts {
   readonly mediaProcessor?: MediaProcessor | undefined;
   /** What operators see of the platform's work; absent, nothing is counted. */
   readonly metrics?: Metrics | undefined;
+  /** Checks webhook URLs and sends events; absent, webhooks cannot be created or delivered. */
+  readonly webhookSender?: WebhookSender | undefined;
 }

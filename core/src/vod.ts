@@ -8,10 +8,12 @@ import { makePlayback } from "./use-cases/playback.js";
 import { makeProcessing } from "./use-cases/processing.js";
 import { makeTenants } from "./use-cases/tenants.js";
 import { makeUploads } from "./use-cases/uploads.js";
+import { makeWebhooks } from "./use-cases/webhooks.js";
 
-export type VodConfigInput = Partial<Omit<VodConfig, "rateLimits" | "processing">> & {
+export type VodConfigInput = Partial<Omit<VodConfig, "rateLimits" | "processing" | "webhooks">> & {
   readonly rateLimits?: Partial<VodConfig["rateLimits"]>;
   readonly processing?: Partial<VodConfig["processing"]>;
+  readonly webhooks?: Partial<VodConfig["webhooks"]>;
 };
 
 /** The platform's use cases over a set of ports: what a host or an embedder calls. */
@@ -27,6 +29,7 @@ export interface Vod {
   readonly uploads: ReturnType<typeof makeUploads>;
   readonly processing: ReturnType<typeof makeProcessing>;
   readonly playback: ReturnType<typeof makePlayback>;
+  readonly webhooks: ReturnType<typeof makeWebhooks>;
 }
 
 export const resolveConfig = (ports: VodPorts, input: VodConfigInput = {}): VodConfig => {
@@ -40,6 +43,7 @@ export const resolveConfig = (ports: VodPorts, input: VodConfigInput = {}): VodC
     ...input,
     rateLimits: { ...base.rateLimits, ...input.rateLimits },
     processing: { ...base.processing, ...input.processing },
+    webhooks: { ...base.webhooks, ...input.webhooks },
   };
 };
 
@@ -59,5 +63,6 @@ export const createVod = (ports: VodPorts, configInput?: VodConfigInput): Vod =>
     uploads: makeUploads(ports, config),
     processing: makeProcessing(ports, config),
     playback,
+    webhooks: makeWebhooks(ports, config),
   };
 };

@@ -30,6 +30,9 @@ const prefixes: Record<IdKind, string> = {
   asset: "ast",
   upload: "upl",
   playback: "pbs",
+  webhook: "whk",
+  delivery: "dlv",
+  event: "evt",
 };
 
 const ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz";

@@ -111,12 +111,12 @@ export const memoryJobQueue = (
       for (const halt of halts) halt();
     },
     work: (name, { concurrency }, handler) =>
-      Effect.sync((): Worker => {
+      Effect.sync((): Worker<typeof name> => {
         let stopping = halted;
         /** The runs in flight, and how to interrupt one so that its job is released. */
         const running = new Map<
           MemoryJob,
-          { readonly view: Job; readonly release: () => Promise<boolean> }
+          { readonly view: Job<typeof name>; readonly release: () => Promise<boolean> }
         >();
         const idle = Effect.runSync(Deferred.make<void>());
         const tick = () => {

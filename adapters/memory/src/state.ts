@@ -12,6 +12,8 @@ import type {
   Tenant,
   UploadSession,
   UserRecord,
+  Webhook,
+  WebhookDelivery,
 } from "@vod/core";
 
 /** A job as the memory queue keeps it. */
@@ -58,6 +60,8 @@ export interface MemoryState {
   readonly contentKeys: Map<string, ContentKey>;
   /** `${tenant_id}\n${key}` -> record. */
   readonly idempotencyKeys: Map<string, MemoryIdempotencyRecord>;
+  readonly webhooks: Map<string, Webhook>;
+  readonly webhookDeliveries: Map<string, WebhookDelivery>;
 }
 
 export const emptyState = (): MemoryState => ({
@@ -75,6 +79,8 @@ export const emptyState = (): MemoryState => ({
   playbackSessions: new Map(),
   contentKeys: new Map(),
   idempotencyKeys: new Map(),
+  webhooks: new Map(),
+  webhookDeliveries: new Map(),
 });
 
 /** Shallow copies of every map: enough to roll back, because records are never mutated. */

@@ -6,6 +6,8 @@ import {
   type PlaybackSession,
   type Repositories,
   type Storage,
+  subscribes,
+  type Webhook,
 } from "@vod/core";
 import { Effect, Exit, Option } from "effect";
 import { emptyState, type MemoryState, restore, snapshot } from "./state.js";
@@ -276,8 +278,58 @@ const repositoriesOver = (s: MemoryState): Repositories => ({
       }),
     get: (tenantId, assetId) => get(s.contentKeys, `${tenantId}/${assetId}`),
   },
+  webhooks: {
+    insert: (webhook) => Effect.sync(() => void s.webhooks.set(webhook.id, webhook)),
+    get: (tenantId, id) =>
+      Effect.map(get(s.webhooks, id), (o) =>
+        Option.filter(ofTenant<Webhook>(tenantId)(o), (w) => w.deleted_at === null),
+      ),
+    list: (tenantId, limit) =>
+      Effect.sync(() =>
+        [...s.webhooks.values()]
+          .filter((w) => w.tenant_id === tenantId && w.deleted_at === null)
+          .sort(byNewest)
+          .slice(0, limit),
+      ),
+    listSubscribed: (tenantId, type) =>
+      Effect.sync(() =>
+        [...s.webhooks.values()].filter(
+          (w) => w.tenant_id === tenantId && w.deleted_at === null && subscribes(w, type),
+        ),
+      ),
+    remove: (tenantId, id, at) =>
+      Effect.sync(() => {
+        const webhook = s.webhooks.get(id);
+        if (webhook?.tenant_id !== tenantId || webhook.deleted_at !== null) return false;
+        s.webhooks.set(id, { ...webhook, deleted_at: at });
+        return true;
+      }),
+  },
+  webhookDeliveries: {
+    insert: (delivery) => Effect.sync(() => void s.webhookDeliveries.set(delivery.id, delivery)),
+    get: (tenantId, id) => Effect.map(get(s.webhookDeliveries, id), ofTenant(tenantId)),
+    listByWebhook: (tenantId, webhookId, limit) =>
+      Effect.sync(() =>
+        [...s.webhookDeliveries.values()]
+          .filter((d) => d.tenant_id === tenantId && d.webhook_id === webhookId)
+          .sort(byNewest)
+          .slice(0, limit),
+      ),
+    recordAttempt: (tenantId, id, attemptsBefore, attempt) =>
+      Effect.sync(() => {
+        const delivery = s.webhookDeliveries.get(id);
+        if (
+          delivery?.tenant_id !== tenantId ||
+          delivery.status !== "pending" ||
+          delivery.attempts !== attemptsBefore
+        )
+          return false;
+        s.webhookDeliveries.set(id, { ...delivery, ...attempt });
+        return true;
+      }),
+  },
   jobs: {
-    enqueue: (name, data) =>
+    enqueue: (name, data, options) =>
       Effect.sync(() => {
         const id = `job_${++jobCounter}_${Date.now().toString(36)}`;
         s.jobs.set(id, {
@@ -286,7 +338,7 @@ const repositoriesOver = (s: MemoryState): Repositories => ({
           data,
           state: "queued",
           attempts: 0,
-          runAfter: 0,
+          runAfter: options?.delayMs ? Date.now() + options.delayMs : 0,
           leaseUntil: 0,
           lastError: null,
         });

@@ -1,5 +1,5 @@
-import type { Job, JobFailed, JobName, JobQueue, JobTypes, Worker } from "@vod/core";
-import { limitRun, StorageError } from "@vod/core";
+import type { EnqueueOptions, Job, JobFailed, JobName, JobQueue, JobTypes, Worker } from "@vod/core";
+import { jobNames, limitRun, StorageError } from "@vod/core";
 import { Cause, Effect, Exit, Fiber } from "effect";
 import PgBoss from "pg-boss";
 import type { Queryable, SqlDatabase } from "./sql.js";
@@ -36,7 +36,12 @@ export interface PgBossQueueOptions {
 
 export interface PgBossQueue extends JobQueue {
   /** Enqueues through `sql`: inside a transaction, the job commits or rolls back with it. */
-  enqueueWith<N extends JobName>(sql: Queryable, name: N, data: JobTypes[N]): Promise<void>;
+  enqueueWith<N extends JobName>(
+    sql: Queryable,
+    name: N,
+    data: JobTypes[N],
+    options?: EnqueueOptions,
+  ): Promise<void>;
   /** Asks this process's idle workers of `name` to fetch now (a job was just committed). */
   wake(name: JobName): void;
   /**
@@ -47,8 +52,6 @@ export interface PgBossQueue extends JobQueue {
   halt(): void;
   close(): Promise<void>;
 }
-
-const jobNames: ReadonlyArray<JobName> = ["process-asset", "delete-asset"];
 
 /** The options' defaults, where the installer and the queue both need them. */
 const defaults = { maxAttempts: 3, retryDelaySeconds: 10, leaseSeconds: 60 } as const;
@@ -166,7 +169,7 @@ export const pgBossQueue = async (
     name: N,
     concurrency: number,
     handler: (job: Job<N>) => Effect.Effect<void, JobFailed>,
-  ): Worker => {
+  ): Worker<N> => {
     let stopping = false;
     /** The runs in flight, and how to interrupt one so that its job is released. */
     const inFlight = new Map<string, { readonly view: Job<N>; readonly release: () => Promise<boolean> }>();
@@ -290,8 +293,13 @@ export const pgBossQueue = async (
     wake: (name) => {
       for (const wake of [...(sleepers.get(name) ?? [])]) wake();
     },
-    enqueueWith: async (sql, name, data) => {
-      await boss.send(name, data as object, { db: bossDb(sql) });
+    enqueueWith: async (sql, name, data, options) => {
+      const delayMs = options?.delayMs ?? 0;
+      await boss.send(name, data as object, {
+        db: bossDb(sql),
+        // A Date is taken to the millisecond; a number would be whole seconds.
+        ...(delayMs > 0 ? { startAfter: new Date(Date.now() + delayMs) } : {}),
+      });
     },
     work: (name, { concurrency }, handler) =>
       Effect.try({

@@ -1,4 +1,4 @@
-import { idempotencyKeysSql, rowLevelSecuritySql } from "./row-level-security.js";
+import { idempotencyKeysSql, rowLevelSecuritySql, tenantOwnedTablesSql } from "./row-level-security.js";
 import type { Queryable, SqlDatabase } from "./sql.js";
 import { withStartupLock } from "./startup-lock.js";
 
@@ -201,6 +201,42 @@ CREATE INDEX assets_status_list_idx ON assets (tenant_id, status, created_at DES
 `,
   },
   { version: 6, name: "idempotency keys", sql: idempotencyKeysSql },
+  {
+    version: 7,
+    name: "webhooks",
+    sql: `
+-- Deleted webhooks stay (deleted_at): their deliveries refer to them, and the app role deletes nothing.
+CREATE TABLE webhooks (
+  id text PRIMARY KEY,
+  tenant_id text NOT NULL REFERENCES tenants (id),
+  url text NOT NULL,
+  events text[] NOT NULL,
+  description text,
+  secret text NOT NULL,
+  created_at bigint NOT NULL,
+  deleted_at bigint
+);
+CREATE INDEX webhooks_tenant_idx ON webhooks (tenant_id, created_at DESC, id DESC) WHERE deleted_at IS NULL;
+
+-- The outbox: a row per event and webhook, written in the transaction of the change.
+CREATE TABLE webhook_deliveries (
+  id text PRIMARY KEY,
+  tenant_id text NOT NULL REFERENCES tenants (id),
+  webhook_id text NOT NULL REFERENCES webhooks (id),
+  event_id text NOT NULL,
+  event_type text NOT NULL,
+  payload text NOT NULL,
+  status text NOT NULL CHECK (status IN ('pending', 'succeeded', 'failed')),
+  attempts integer NOT NULL,
+  last_status_code integer,
+  next_attempt_at bigint,
+  created_at bigint NOT NULL
+);
+CREATE INDEX webhook_deliveries_webhook_idx
+  ON webhook_deliveries (tenant_id, webhook_id, created_at DESC, id DESC);
+${tenantOwnedTablesSql(["webhooks", "webhook_deliveries"])}
+`,
+  },
 ];
 
 /**

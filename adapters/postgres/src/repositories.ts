@@ -3,6 +3,7 @@ import {
   type Asset,
   Conflict,
   type ContentKey,
+  type EnqueueOptions,
   type Identity,
   type JobName,
   type JobTypes,
@@ -14,6 +15,8 @@ import {
   type Tenant,
   type UploadSession,
   type UserRecord,
+  type Webhook,
+  type WebhookDelivery,
 } from "@vod/core";
 import { Effect, Option } from "effect";
 import type { Queryable } from "./sql.js";
@@ -92,8 +95,17 @@ const UPLOAD = [
   "completed_parts",
 ].join(", ");
 
+const WEBHOOK = "id, tenant_id, url, events, description, secret, created_at, deleted_at";
+const DELIVERY =
+  "id, tenant_id, webhook_id, event_id, event_type, payload, status, attempts, last_status_code, next_attempt_at, created_at";
+
 /** Enqueues a job on a connection or transaction; absent where this process has no queue. */
-export type Enqueue = (sql: Queryable, name: JobName, data: JobTypes[JobName]) => Promise<void>;
+export type Enqueue = (
+  sql: Queryable,
+  name: JobName,
+  data: JobTypes[JobName],
+  options?: EnqueueOptions,
+) => Promise<void>;
 
 const placeholders = (n: number, from = 1) => Array.from({ length: n }, (_, i) => `$${i + from}`).join(", ");
 
@@ -498,11 +510,105 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
           [tenantId, assetId],
         ),
     },
+    webhooks: {
+      insert: (w) =>
+        write(tenantScope(w.tenant_id), `INSERT INTO webhooks (${WEBHOOK}) VALUES (${placeholders(8)})`, [
+          w.id,
+          w.tenant_id,
+          w.url,
+          w.events,
+          w.description,
+          w.secret,
+          w.created_at,
+          w.deleted_at,
+        ]),
+      get: (tenantId, id) =>
+        one<Webhook>(
+          tenantScope(tenantId),
+          `SELECT ${WEBHOOK} FROM webhooks WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL`,
+          [tenantId, id],
+        ),
+      list: (tenantId, limit) =>
+        Effect.map(
+          run<Webhook>(
+            tenantScope(tenantId),
+            `SELECT ${WEBHOOK} FROM webhooks WHERE tenant_id = $1 AND deleted_at IS NULL
+             ORDER BY created_at DESC, id DESC LIMIT $2`,
+            [tenantId, limit],
+          ),
+          (r) => r.rows,
+        ),
+      listSubscribed: (tenantId, type) =>
+        Effect.map(
+          run<Webhook>(
+            tenantScope(tenantId),
+            `SELECT ${WEBHOOK} FROM webhooks WHERE tenant_id = $1 AND deleted_at IS NULL
+             AND events && ARRAY['*', $2]::text[]`,
+            [tenantId, type],
+          ),
+          (r) => r.rows,
+        ),
+      remove: (tenantId, id, at) =>
+        Effect.map(
+          run(
+            tenantScope(tenantId),
+            "UPDATE webhooks SET deleted_at = $3 WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL",
+            [tenantId, id, at],
+          ),
+          (r) => r.rowCount === 1,
+        ),
+    },
+    webhookDeliveries: {
+      insert: (d) =>
+        write(
+          tenantScope(d.tenant_id),
+          `INSERT INTO webhook_deliveries (${DELIVERY}) VALUES (${placeholders(11)})`,
+          [
+            d.id,
+            d.tenant_id,
+            d.webhook_id,
+            d.event_id,
+            d.event_type,
+            d.payload,
+            d.status,
+            d.attempts,
+            d.last_status_code,
+            d.next_attempt_at,
+            d.created_at,
+          ],
+        ),
+      get: (tenantId, id) =>
+        one<WebhookDelivery>(
+          tenantScope(tenantId),
+          `SELECT ${DELIVERY} FROM webhook_deliveries WHERE tenant_id = $1 AND id = $2`,
+          [tenantId, id],
+        ),
+      listByWebhook: (tenantId, webhookId, limit) =>
+        Effect.map(
+          run<WebhookDelivery>(
+            tenantScope(tenantId),
+            `SELECT ${DELIVERY} FROM webhook_deliveries WHERE tenant_id = $1 AND webhook_id = $2
+             ORDER BY created_at DESC, id DESC LIMIT $3`,
+            [tenantId, webhookId, limit],
+          ),
+          (r) => r.rows,
+        ),
+      recordAttempt: (tenantId, id, attemptsBefore, a) =>
+        Effect.map(
+          run(
+            tenantScope(tenantId),
+            `UPDATE webhook_deliveries SET status = $4, attempts = $5, last_status_code = $6, next_attempt_at = $7
+             WHERE tenant_id = $1 AND id = $2 AND status = 'pending' AND attempts = $3`,
+            [tenantId, id, attemptsBefore, a.status, a.attempts, a.last_status_code, a.next_attempt_at],
+          ),
+          (r) => r.rowCount === 1,
+        ),
+    },
     jobs: {
-      enqueue: (name, data) =>
+      enqueue: (name, data, options) =>
         enqueue
           ? Effect.tryPromise({
-              try: () => enqueue(inScope(sql, loginScope), name, data),
+              try: () => enqueue(inScope(sql, loginScope), name, data, options),
               catch: storageError,
             })
           : Effect.fail(new StorageError({ message: "no job queue is configured in this process" })),

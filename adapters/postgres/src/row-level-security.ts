@@ -16,6 +16,24 @@ const TENANT_OWNED = [
 
 const TENANT = "current_setting('vod.tenant_id', true)";
 
+/** The isolation policy of one tenant-owned table. */
+const isolationSql = (table: string) => `
+ALTER TABLE ${table} ENABLE ROW LEVEL SECURITY;
+ALTER TABLE ${table} FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON ${table} USING (tenant_id = ${TENANT}) WITH CHECK (tenant_id = ${TENANT});`;
+
+/**
+ * For tables a later migration adds: the app role's rights on them (no DELETE, as on the others)
+ * and their isolation policy, as migration 4 gave the first ones.
+ */
+export const tenantOwnedTablesSql = (tables: ReadonlyArray<string>) => `
+DO $$
+BEGIN
+  EXECUTE format('GRANT SELECT, INSERT, UPDATE ON ${tables.join(", ")} TO %I', ${APP_ROLE_SQL});
+END $$;
+${tables.map(isolationSql).join("")}
+`;
+
 /**
  * Migration 4: row-level security as defence in depth. The adapter runs tenant work as a role of
  * its own (superusers and BYPASSRLS roles would skip the policies), named after the database and
@@ -56,12 +74,7 @@ END $$;
 ALTER TABLE tenants ENABLE ROW LEVEL SECURITY;
 ALTER TABLE tenants FORCE ROW LEVEL SECURITY;
 CREATE POLICY tenant_isolation ON tenants USING (id = ${TENANT}) WITH CHECK (id = ${TENANT});
-${TENANT_OWNED.map(
-  (table) => `
-ALTER TABLE ${table} ENABLE ROW LEVEL SECURITY;
-ALTER TABLE ${table} FORCE ROW LEVEL SECURITY;
-CREATE POLICY tenant_isolation ON ${table} USING (tenant_id = ${TENANT}) WITH CHECK (tenant_id = ${TENANT});`,
-).join("")}
+${TENANT_OWNED.map(isolationSql).join("")}
 
 -- The lookups that discover the tenant: each sees only the rows of the one key it was given.
 CREATE POLICY user_by_email ON users FOR SELECT
@@ -103,9 +116,7 @@ CREATE TABLE idempotency_keys (
   PRIMARY KEY (tenant_id, key)
 );
 CREATE INDEX idempotency_keys_expiry_idx ON idempotency_keys (expires_at);
-ALTER TABLE idempotency_keys ENABLE ROW LEVEL SECURITY;
-ALTER TABLE idempotency_keys FORCE ROW LEVEL SECURITY;
-CREATE POLICY tenant_isolation ON idempotency_keys USING (tenant_id = ${TENANT}) WITH CHECK (tenant_id = ${TENANT});
+${isolationSql("idempotency_keys")}
 CREATE POLICY expired_idempotency_keys_read ON idempotency_keys FOR SELECT
   USING (expires_at <= nullif(current_setting('vod.expired_before', true), '')::bigint);
 CREATE POLICY expired_idempotency_keys_delete ON idempotency_keys FOR DELETE

@@ -23,8 +23,8 @@ export const postgresStorage = (db: SqlDatabase, options: PostgresStorageOptions
   const { enqueue, enqueued } = options;
   const direct: Enqueue | undefined =
     enqueue &&
-    (async (sql, name, data) => {
-      await enqueue(sql, name, data);
+    (async (sql, name, data, options) => {
+      await enqueue(sql, name, data, options);
       enqueued?.(name);
     });
   return {
@@ -34,8 +34,8 @@ export const postgresStorage = (db: SqlDatabase, options: PostgresStorageOptions
         const committed = new Set<JobName>();
         const inTransaction: Enqueue | undefined =
           enqueue &&
-          (async (sql, name, data) => {
-            await enqueue(sql, name, data);
+          (async (sql, name, data, options) => {
+            await enqueue(sql, name, data, options);
             committed.add(name);
           });
         return Effect.tryPromise({

@@ -13,6 +13,7 @@ import {
   type SqlDatabase,
 } from "@vod/adapter-postgres";
 import { suiteName, temporarySchemas, testServices } from "@vod/contract-tests";
+import { jobNames } from "@vod/core";
 import { Cause, Effect, Exit } from "effect";
 import { afterAll, describe, expect, it } from "vitest";
 
@@ -27,6 +28,9 @@ const inTempDir = async (prefix: string, use: (dir: string) => Promise<void>) =>
 };
 
 const { databaseUrl } = testServices();
+
+/** Every job name, as the queue table lists them ordered. */
+const queueNames = [...jobNames].sort();
 const schemas = temporarySchemas(databaseUrl ?? "");
 const fresh = schemas.fresh;
 const open: SqlDatabase[] = [];
@@ -77,6 +81,8 @@ describe.skipIf(databaseUrl === null)(
         "upload_sessions",
         "users",
         "vod_migrations",
+        "webhook_deliveries",
+        "webhooks",
       ]);
       expect(await migrate(a)).toEqual([]);
     });
@@ -103,10 +109,9 @@ describe.skipIf(databaseUrl === null)(
       const { rows } = await dbs[0]!.query(
         `SELECT name, retry_limit, retry_delay, expire_seconds FROM ${schema}_jobs.queue ORDER BY name`,
       );
-      expect(rows).toEqual([
-        { name: "delete-asset", retry_limit: 3, retry_delay: 2, expire_seconds: 30 },
-        { name: "process-asset", retry_limit: 3, retry_delay: 2, expire_seconds: 30 },
-      ]);
+      expect(rows).toEqual(
+        queueNames.map((name) => ({ name, retry_limit: 3, retry_delay: 2, expire_seconds: 30 })),
+      );
     });
 
     it("prepareDatabase (vod migrate) leaves the queue installed, racing host starts or not", async () => {
@@ -121,10 +126,7 @@ describe.skipIf(databaseUrl === null)(
       const version = await job.query<{ version: number }>(`SELECT version FROM ${schema}_jobs.version`);
       expect(version.rows).toHaveLength(1);
       const queues = await job.query(`SELECT name, retry_limit FROM ${schema}_jobs.queue ORDER BY name`);
-      expect(queues.rows).toEqual([
-        { name: "delete-asset", retry_limit: 1 },
-        { name: "process-asset", retry_limit: 1 },
-      ]);
+      expect(queues.rows).toEqual(queueNames.map((name) => ({ name, retry_limit: 1 })));
       // Prepared again, nothing is left to do.
       expect(await prepareDatabase(job, { maxAttempts: 2 })).toEqual([]);
     });
@@ -220,10 +222,7 @@ describe("PGlite start-up", () => {
       const queue = await pgBossQueue(db, { maxAttempts: 5 });
       await queue.close();
       const { rows } = await db.query("SELECT name, retry_limit FROM vod_jobs.queue ORDER BY name");
-      expect(rows).toEqual([
-        { name: "delete-asset", retry_limit: 4 },
-        { name: "process-asset", retry_limit: 4 },
-      ]);
+      expect(rows).toEqual(queueNames.map((name) => ({ name, retry_limit: 4 })));
     } finally {
       await db.close();
     }
@@ -237,7 +236,7 @@ describe("PGlite start-up", () => {
         const queue = await pgBossQueue(db);
         await queue.close();
         const { rows } = await db.query("SELECT name FROM vod_jobs.queue ORDER BY name");
-        expect(rows).toEqual([{ name: "delete-asset" }, { name: "process-asset" }]);
+        expect(rows).toEqual(queueNames.map((name) => ({ name })));
       } finally {
         await db.close();
       }

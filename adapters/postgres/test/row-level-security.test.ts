@@ -87,6 +87,16 @@ const seed = async (db: SqlDatabase, tenant: string) => {
       "INSERT INTO telemetry_events (tenant_id, session_id, asset_id, received_at, event, ts_ms, playhead_ms) VALUES ($1, 's', $2, 1, 'play', 1, 0)",
       [tenant, asset],
     );
+    const webhook = uid("whk");
+    await q(
+      "INSERT INTO webhooks (id, tenant_id, url, events, secret, created_at) VALUES ($1, $2, 'https://x.example', '{*}', 's', 1)",
+      [webhook, tenant],
+    );
+    await q(
+      `INSERT INTO webhook_deliveries (id, tenant_id, webhook_id, event_id, event_type, payload, status, attempts, created_at)
+       VALUES ($1, $2, $3, 'evt', 'asset.created', '{}', 'pending', 0, 1)`,
+      [uid("dlv"), tenant, webhook],
+    );
   });
   return { user, asset, keyHash };
 };

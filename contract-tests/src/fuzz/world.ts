@@ -39,6 +39,8 @@ export interface TenantWorld {
     readonly clear: PlaybackFixture;
     readonly drm: PlaybackFixture & { readonly license: string; readonly kid: string; readonly key: string };
   };
+  /** A webhook (on a closed port: its deliveries fail and are retried) and one of its deliveries. */
+  readonly webhook: { readonly id: string; readonly secret: string; readonly deliveryId: string };
   /** The files of the ready asset, relative to its token's path. */
   readonly files: ReadonlyArray<string>;
   /** Credentials that were valid once: an expired access token, an expired playback token, a revoked key. */
@@ -60,6 +62,8 @@ export const idsOf = (w: TenantWorld): Record<string, string[]> => ({
   upload: [w.uploads.open.id, w.uploads.completedId],
   "api-key": [w.keys.read.id, w.keys.write.id, w.keys.admin.id, ...w.victims.keyIds],
   session: [w.play.clear.id, w.play.drm.id, ...w.victims.playbackIds],
+  webhook: [w.webhook.id],
+  delivery: [w.webhook.deliveryId],
 });
 
 /** Every string of the tenant's that another tenant must never see. */
@@ -72,6 +76,7 @@ export const secretsOf = (w: TenantWorld): string[] => [
   ...Object.values(w.assets).map((a) => a.title),
   ...Object.values(w.keys).flatMap((k) => [k.name, k.prefix, k.key]),
   w.play.drm.key,
+  w.webhook.secret,
 ];
 
 const bearerOf = (token: string) => ({ bearer: token });
@@ -130,6 +135,14 @@ export const buildWorlds = async (h: Harness, labels: ReadonlyArray<string>): Pr
         write: await createApiKey(api, bearerOf(owner), ["write"]),
         admin: await createApiKey(api, bearerOf(owner), ["admin"]),
       };
+      // Before the assets, so that their events make deliveries.
+      const webhook = expectStatus(
+        await api.post<{ webhook: { id: string }; secret: string }>("/v1/webhooks", {
+          bearer: owner,
+          json: { url: "http://127.0.0.1:9/hook", events: ["*"] },
+        }),
+        201,
+      ).body;
       const title = (what: string) => `${label} ${what} ${randomUUID()}`;
       const ready = await createAsset(api, bearerOf(owner), { title: title("ready") });
       const drm = await createAsset(api, bearerOf(owner), { title: title("drm"), drm: true });
@@ -141,7 +154,23 @@ export const buildWorlds = async (h: Harness, labels: ReadonlyArray<string>): Pr
       const victimKeys = await Promise.all(
         (["read", "admin"] as const).map((s) => createApiKey(api, bearerOf(owner), [s])),
       );
-      return { label, account, keys, completedId, revoked, victimKeys, ids: { ready, drm, pending } };
+      const [delivery] = expectStatus(
+        await api.get<{ data: Array<{ id: string }> }>(`/v1/webhooks/${webhook.webhook.id}/deliveries`, {
+          bearer: owner,
+        }),
+        200,
+      ).body.data;
+      if (delivery === undefined) throw new Error("the world's webhook has no delivery");
+      return {
+        label,
+        account,
+        keys,
+        completedId,
+        revoked,
+        victimKeys,
+        ids: { ready, drm, pending },
+        webhook: { id: webhook.webhook.id, secret: webhook.secret, deliveryId: delivery.id },
+      };
     }),
   );
   const staleOnes = await Promise.all(
@@ -198,6 +227,7 @@ export const buildWorlds = async (h: Harness, labels: ReadonlyArray<string>): Pr
         bearer,
         keys: t.keys,
         assets: { pending: t.ids.pending, ready: stale.readyAsset, drm: t.ids.drm },
+        webhook: t.webhook,
         uploads: { open, completedId: t.completedId },
         play: {
           clear: { id: clear.session.id, token: clear.token },

@@ -10,6 +10,7 @@ import { describeIdempotency } from "./idempotency.js";
 import { describePlayback } from "./playback.js";
 import { describeRateLimits } from "./rate-limits.js";
 import { describeUploads } from "./uploads.js";
+import { describeWebhooks } from "./webhooks.js";
 
 export type { HttpSubject, MakeHttpSubject, ManualClockLike } from "./client.js";
 
@@ -31,5 +32,6 @@ export const describeHttpApi = (name: string, makeSubject: MakeHttpSubject): voi
     describeErrors(makeSubject);
     describeRateLimits(makeSubject);
     describePlayback(makeSubject);
+    describeWebhooks(makeSubject);
   });
 };

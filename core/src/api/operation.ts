@@ -111,7 +111,7 @@ export interface Operation {
   readonly body: BodyKind;
   readonly reply: ReplyKind;
   readonly cors?: Cors;
-  readonly status: 200 | 201 | 204;
+  readonly status: 200 | 201 | 202 | 204;
   readonly input: Schema.Schema.AnyNoContext;
   readonly output: Schema.Schema.AnyNoContext | null;
   /** What the decode lets through that it refuses elsewhere: unknown body fields, NULs. */
@@ -140,7 +140,7 @@ interface Definition<I, IE, O, OE> {
   readonly method: HttpMethod;
   readonly path: string;
   readonly summary: string;
-  readonly status: 200 | 201 | 204;
+  readonly status: 200 | 201 | 202 | 204;
   /** Decodes `{ params, query, body }`. */
   readonly input: Schema.Schema<I, IE>;
   readonly output: Schema.Schema<O, OE> | null;

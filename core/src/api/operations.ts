@@ -16,7 +16,7 @@ import {
 const params = Schema.Struct({ params: Rq.IdParams });
 
 /** An entry's head: `METHOD /path`, its id and its success status. */
-const at = <M extends HttpMethod>(route: `${M} /${string}`, id: string, status: 200 | 201 | 204) => {
+const at = <M extends HttpMethod>(route: `${M} /${string}`, id: string, status: 200 | 201 | 202 | 204) => {
   const space = route.indexOf(" ");
   return { id, method: route.slice(0, space) as M, path: route.slice(space + 1), status };
 };
@@ -388,6 +388,78 @@ export const clearKeyLicense = publicOperation({
   run: (vod, input, call) => vod.playback.licenseFor(call.claims, input.body),
 });
 
+export const createWebhook = authedOperation({
+  id: "createWebhook",
+  method: "POST",
+  path: "/v1/webhooks",
+  summary: "Register an endpoint for the tenant's events; its signing secret is in this response only.",
+  status: 201,
+  auth: { scope: "admin" },
+  input: body(Rq.CreateWebhookBody),
+  output: Schema.Struct({ webhook: Rs.Webhook, secret: Schema.String }),
+  run: (vod, { body }, call) => vod.webhooks.create(call.principal, body),
+});
+
+export const listWebhooks = authedOperation({
+  id: "listWebhooks",
+  method: "GET",
+  path: "/v1/webhooks",
+  summary: "Webhooks of the tenant, newest first, at most 100.",
+  status: 200,
+  auth: { scope: "admin" },
+  input: none,
+  output: Schema.Struct({ data: Schema.Array(Rs.Webhook) }),
+  run: (vod, _input, call) => vod.webhooks.list(call.principal),
+});
+
+export const getWebhook = authedOperation({
+  id: "getWebhook",
+  method: "GET",
+  path: "/v1/webhooks/:id",
+  summary: "One webhook of the tenant.",
+  status: 200,
+  auth: { scope: "admin" },
+  input: params,
+  output: Schema.Struct({ webhook: Rs.Webhook }),
+  run: (vod, { params }, call) => vod.webhooks.get(call.principal, params.id),
+});
+
+export const deleteWebhook = authedOperation({
+  id: "deleteWebhook",
+  method: "DELETE",
+  path: "/v1/webhooks/:id",
+  summary: "Delete a webhook; nothing more is sent to it.",
+  status: 204,
+  auth: { scope: "admin" },
+  input: params,
+  output: null,
+  run: (vod, { params }, call) => vod.webhooks.remove(call.principal, params.id),
+});
+
+export const listWebhookDeliveries = authedOperation({
+  id: "listWebhookDeliveries",
+  method: "GET",
+  path: "/v1/webhooks/:id/deliveries",
+  summary: "A webhook's deliveries, newest first, at most 100: status, attempts, last status code.",
+  status: 200,
+  auth: { scope: "admin" },
+  input: params,
+  output: Schema.Struct({ data: Schema.Array(Rs.WebhookDelivery) }),
+  run: (vod, { params }, call) => vod.webhooks.deliveries(call.principal, params.id),
+});
+
+export const redeliverWebhook = authedOperation({
+  id: "redeliverWebhook",
+  method: "POST",
+  path: "/v1/webhooks/:id/deliveries/:delivery_id/redeliver",
+  summary: "Send a delivery's event again (same webhook-id), as a new delivery.",
+  status: 202,
+  auth: { scope: "admin" },
+  input: Schema.Struct({ params: Rq.DeliveryParams }),
+  output: Schema.Struct({ delivery: Rs.WebhookDelivery }),
+  run: (vod, { params }, call) => vod.webhooks.redeliver(call.principal, params.id, params.delivery_id),
+});
+
 /** Every operation of the API, in the spec's order. */
 export const operations: ReadonlyArray<Operation> = [
   signup,
@@ -416,4 +488,10 @@ export const operations: ReadonlyArray<Operation> = [
   telemetry,
   entitlement,
   clearKeyLicense,
+  createWebhook,
+  listWebhooks,
+  getWebhook,
+  deleteWebhook,
+  listWebhookDeliveries,
+  redeliverWebhook,
 ];

@@ -8,3 +8,4 @@ export * from "./tenant.js";
 export * from "./transition.js";
 export * from "./upload-session.js";
 export * from "./user.js";
+export * from "./webhook.js";

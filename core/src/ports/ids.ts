@@ -1,5 +1,15 @@
 /** Kinds of identifier the core mints; an adapter may use the kind as a readable prefix. */
-export type IdKind = "tenant" | "user" | "session" | "api_key" | "asset" | "upload" | "playback";
+export type IdKind =
+  | "tenant"
+  | "user"
+  | "session"
+  | "api_key"
+  | "asset"
+  | "upload"
+  | "playback"
+  | "webhook"
+  | "delivery"
+  | "event";
 
 /** Where the core gets identifiers and randomness. Synchronous for the same reason as `Clock`. */
 export interface Ids {

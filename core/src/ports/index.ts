@@ -12,3 +12,4 @@ export type * from "./revocation-store.js";
 export type * from "./storage.js";
 export type * from "./telemetry-sink.js";
 export type * from "./token-signer.js";
+export type * from "./webhook-sender.js";

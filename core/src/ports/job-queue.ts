@@ -13,7 +13,16 @@ export interface JobTypes {
     readonly asset_id: string;
     readonly upload_ids: ReadonlyArray<string>;
   };
+  /** One attempt at a webhook delivery, the one after `attempts` earlier ones. */
+  readonly "deliver-webhook": {
+    readonly tenant_id: string;
+    readonly delivery_id: string;
+    readonly attempts: number;
+  };
 }
+
+/** Every job name, for queues that declare theirs up front. */
+export const jobNames: ReadonlyArray<JobName> = ["process-asset", "delete-asset", "deliver-webhook"];
 export type JobName = keyof JobTypes;
 
 export interface Job<N extends JobName = JobName> {
@@ -28,7 +37,16 @@ export interface Job<N extends JobName = JobName> {
 
 /** Enqueuing, as part of the unit of work: the job exists if and only if the transaction commits. */
 export interface JobRepository {
-  enqueue<N extends JobName>(name: N, data: JobTypes[N]): Effect.Effect<void, StorageError>;
+  enqueue<N extends JobName>(
+    name: N,
+    data: JobTypes[N],
+    options?: EnqueueOptions,
+  ): Effect.Effect<void, StorageError>;
+}
+
+export interface EnqueueOptions {
+  /** Not handed out before this many milliseconds from now (a retry's backoff). */
+  readonly delayMs?: number;
 }
 
 /** Asks for the job to be run again later (with backoff), or, on the last attempt, ends it. */
@@ -57,7 +75,7 @@ export interface WorkOptions {
   readonly concurrency: number;
 }
 
-export interface Worker {
+export interface Worker<N extends JobName = JobName> {
   /** Stops taking jobs and waits for the running ones to finish. */
   readonly stop: Effect.Effect<void>;
   /**
@@ -65,7 +83,7 @@ export interface Worker {
    * interrupted and released: due again at once, for any worker, on the attempt they had (a
    * shutdown is not the job's fault). Answers the released jobs.
    */
-  drain(graceMs: number): Effect.Effect<ReadonlyArray<Job>>;
+  drain(graceMs: number): Effect.Effect<ReadonlyArray<Job<N>>>;
 }
 
 /**
@@ -78,5 +96,5 @@ export interface JobQueue {
     name: N,
     options: WorkOptions,
     handler: (job: Job<N>) => Effect.Effect<void, JobFailed>,
-  ): Effect.Effect<Worker, StorageError>;
+  ): Effect.Effect<Worker<N>, StorageError>;
 }

@@ -6,6 +6,7 @@ import type { RefreshSession, RefreshToken, RevokedReason } from "../domain/refr
 import type { Tenant, TenantStatus } from "../domain/tenant.js";
 import type { UploadedPart, UploadSession } from "../domain/upload-session.js";
 import type { Identity, UserRecord } from "../domain/user.js";
+import type { DeliveryAttempt, Webhook, WebhookDelivery, WebhookEventType } from "../domain/webhook.js";
 import type { Conflict, StorageError } from "../errors.js";
 import type { JobRepository } from "./job-queue.js";
 
@@ -195,6 +196,30 @@ export interface IdempotencyKeyRepository {
   deleteExpired(now: number, limit: number): Op<number>;
 }
 
+export interface WebhookRepository {
+  insert(webhook: Webhook): Op<void>;
+  /** A webhook not deleted. */
+  get(tenantId: string, id: string): Op<Option.Option<Webhook>>;
+  /** Webhooks not deleted, newest first (created_at, then id, descending). */
+  list(tenantId: string, limit: number): Op<ReadonlyArray<Webhook>>;
+  /** Webhooks not deleted that subscribe to `type` (or to every type). */
+  listSubscribed(tenantId: string, type: WebhookEventType): Op<ReadonlyArray<Webhook>>;
+  /** Sets deleted_at if it is not set yet; false when there was no such live webhook. */
+  remove(tenantId: string, id: string, at: number): Op<boolean>;
+}
+
+export interface WebhookDeliveryRepository {
+  insert(delivery: WebhookDelivery): Op<void>;
+  get(tenantId: string, id: string): Op<Option.Option<WebhookDelivery>>;
+  /** The webhook's deliveries, newest first (created_at, then id, descending). */
+  listByWebhook(tenantId: string, webhookId: string, limit: number): Op<ReadonlyArray<WebhookDelivery>>;
+  /**
+   * Records an attempt if, and only if, the delivery is still pending with `attemptsBefore`
+   * attempts: of two runs of one attempt (at least once delivery of jobs) one records it.
+   */
+  recordAttempt(tenantId: string, id: string, attemptsBefore: number, attempt: DeliveryAttempt): Op<boolean>;
+}
+
 export interface Repositories {
   readonly tenants: TenantRepository;
   readonly users: UserRepository;
@@ -206,6 +231,8 @@ export interface Repositories {
   readonly playbackSessions: PlaybackSessionRepository;
   readonly contentKeys: ContentKeyRepository;
   readonly idempotencyKeys: IdempotencyKeyRepository;
+  readonly webhooks: WebhookRepository;
+  readonly webhookDeliveries: WebhookDeliveryRepository;
   /** Enqueues jobs in the unit of work: they exist if and only if it commits. */
   readonly jobs: JobRepository;
 }

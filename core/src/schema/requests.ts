@@ -1,5 +1,5 @@
 import { Schema } from "effect";
-import { AssetStatus, AssetVisibility, Scope } from "./resources.js";
+import { AssetStatus, AssetVisibility, Scope, WebhookEventType } from "./resources.js";
 
 // Validation messages never echo the value: a password must not come back in an error body.
 const msg = (message: string) => ({ message: () => message });
@@ -156,3 +156,40 @@ export const ClearKeyRequest = Schema.Struct({
 
 /** A media file of a playback session: the token, then the file's path under it. */
 export const PlayParams = Schema.Struct({ token: Schema.String, path: Schema.String });
+
+const isWebUrl = (s: string) => {
+  try {
+    const url = new URL(s);
+    return (
+      (url.protocol === "https:" || url.protocol === "http:") && url.username === "" && url.password === ""
+    );
+  } catch {
+    return false;
+  }
+};
+
+/** Where events go; whether it may be sent to (https, a public address) is the sender's rule. */
+export const WebhookUrl = Schema.String.pipe(
+  maxChars(2048),
+  Schema.filter(isWebUrl, {
+    ...msg("must be an absolute http(s) URL without credentials"),
+    jsonSchema: { format: "uri" },
+    // Random strings are almost never URLs: a generator filtering them would never finish. Hosts
+    // under .invalid (RFC 6761) never resolve, so generated webhooks send nothing anywhere.
+    arbitrary: () => (fc) =>
+      fc
+        .tuple(fc.constantFrom("https", "http"), fc.domain(), fc.webPath())
+        .map(([scheme, domain, path]) => `${scheme}://${domain}.invalid${path}`),
+  }),
+);
+
+export const CreateWebhookBody = Schema.Struct({
+  url: WebhookUrl,
+  events: Schema.Array(Schema.Union(WebhookEventType, Schema.Literal("*"))).pipe(
+    Schema.minItems(1, msg('must name at least one event type, or "*"')),
+    Schema.maxItems(20),
+  ),
+  description: Schema.optional(Schema.String.pipe(maxChars(200))),
+});
+
+export const DeliveryParams = Schema.Struct({ id: NonEmpty, delivery_id: NonEmpty });

@@ -2,6 +2,7 @@ import { Schema } from "effect";
 import { assetStatuses, assetVisibilities, failureCodes } from "../domain/asset.js";
 import { roles, scopes } from "../domain/scope.js";
 import { tenantPlans, tenantStatuses } from "../domain/tenant.js";
+import { deliveryStatuses, webhookEventTypes } from "../domain/webhook.js";
 
 /** Epoch milliseconds. */
 export const EpochMs = Schema.Int.annotations({
@@ -158,3 +159,24 @@ export const ClearKeyLicense = Schema.Struct({
   keys: Schema.Array(Schema.Struct({ kty: Schema.Literal("oct"), kid: Schema.String, k: Schema.String })),
   type: Schema.String,
 }).annotations({ identifier: "ClearKeyLicense" });
+
+export const WebhookEventType = Schema.Literal(...webhookEventTypes);
+
+export const Webhook = Schema.Struct({
+  id: Schema.String,
+  url: Url,
+  events: Schema.Array(Schema.Union(WebhookEventType, Schema.Literal("*"))),
+  description: Schema.NullOr(Schema.String),
+  created_at: EpochMs,
+}).annotations({ identifier: "Webhook" });
+
+export const WebhookDelivery = Schema.Struct({
+  id: Schema.String,
+  event_id: Schema.String,
+  event_type: WebhookEventType,
+  status: Schema.Literal(...deliveryStatuses),
+  attempts: Schema.Int,
+  last_status_code: Schema.NullOr(Schema.Int),
+  next_attempt_at: Schema.NullOr(EpochMs),
+  created_at: EpochMs,
+}).annotations({ identifier: "WebhookDelivery" });

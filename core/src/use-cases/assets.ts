@@ -9,6 +9,7 @@ import type { Requests } from "../schema/index.js";
 import type { VodPorts } from "../tokens.js";
 import type { Principal } from "./authenticate.js";
 import { constantTimeEqual, hmacBase64Url, orNotFound } from "./support.js";
+import { eventRecorder } from "./webhooks.js";
 
 type ListInput = typeof Requests.ListAssetsQuery.Type;
 type CreateInput = typeof Requests.CreateAssetBody.Type;
@@ -48,12 +49,10 @@ export const makeCursors = (secret: Uint8Array) => {
   return { encode, decode };
 };
 
-export const makeAssets = (
-  { clock, ids, storage, objectStore }: VodPorts,
-  config: VodConfig,
-  endPlayback: EndPlayback,
-) => {
+export const makeAssets = (ports: VodPorts, config: VodConfig, endPlayback: EndPlayback) => {
+  const { clock, ids, storage, objectStore } = ports;
   const cursors = makeCursors(config.cursorSecret);
+  const recordEvent = eventRecorder(ports);
 
   const list = (principal: Principal, input: ListInput) =>
     Effect.gen(function* () {
@@ -80,7 +79,12 @@ export const makeAssets = (
         drm: input.drm,
         now: clock.now(),
       });
-      yield* storage.assets.insert(asset);
+      yield* storage.transaction((tx) =>
+        Effect.zipRight(
+          tx.assets.insert(asset),
+          recordEvent(tx, asset.tenant_id, "asset.created", { asset }),
+        ),
+      );
       return { asset };
     });
 
@@ -96,6 +100,7 @@ export const makeAssets = (
         const change = assetDetailsChange(asset, input, clock.now());
         const updated = yield* tx.assets.updateDetails(tenantId, id, change);
         if (Option.isNone(updated)) return yield* Effect.fail(assetNotFound());
+        yield* recordEvent(tx, tenantId, "asset.updated", { asset: updated.value });
         return { asset: updated.value };
       }),
     );
@@ -111,12 +116,19 @@ export const makeAssets = (
       const tenantId = principal.tenant.id;
       yield* storage.transaction((tx) =>
         Effect.gen(function* () {
+          const asset = yield* orNotFound("asset")(tx.assets.get(tenantId, id));
           if (!(yield* tx.assets.remove(tenantId, id, clock.now())))
             return yield* Effect.fail(assetNotFound());
           const open = yield* tx.uploads.findOpen(tenantId, id);
           const uploadIds: string[] = [];
-          if (Option.isSome(open) && (yield* tx.uploads.close(tenantId, open.value.id, "aborted")))
+          if (Option.isSome(open) && (yield* tx.uploads.close(tenantId, open.value.id, "aborted"))) {
             uploadIds.push(open.value.id);
+            yield* recordEvent(tx, tenantId, "upload.aborted", {
+              upload: { ...open.value, status: "aborted" },
+              asset,
+            });
+          }
+          yield* recordEvent(tx, tenantId, "asset.deleted", { asset });
           yield* tx.jobs.enqueue("delete-asset", {
             tenant_id: tenantId,
             asset_id: id,

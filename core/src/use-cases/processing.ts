@@ -13,6 +13,7 @@ import type { Job, JobFailed } from "../ports/job-queue.js";
 import type { MediaInput, MediaRejected, ProbedSource, Rendition } from "../ports/media-processor.js";
 import type { VodPorts } from "../tokens.js";
 import { makeContentKeys } from "./content-keys.js";
+import { eventRecorder } from "./webhooks.js";
 
 /** The HLS ladder (DECISIONS: renditions at and below the source height, no upscaling). */
 export const defaultLadder: ReadonlyArray<Rendition> = [
@@ -63,13 +64,25 @@ export const makeProcessing = (
   const { clock, storage, objectStore: store } = ports;
   const contentKeys = makeContentKeys(ports, config.drmMasterKey);
 
+  const recordEvent = eventRecorder(ports);
+  const eventOf = { processing: "asset.processing", ready: "asset.ready", failed: "asset.failed" } as const;
+
   const save = (asset: Asset, event: AssetEvent) =>
     Effect.gen(function* () {
       const next = transitionAsset(asset, event, clock.now());
       // An asset that moved on (a duplicate delivery finished first) is left as it is.
       if (Either.isLeft(next)) return asset;
-      yield* storage.assets.update(next.right);
-      return next.right;
+      const saved = next.right;
+      yield* storage.transaction((tx) =>
+        Effect.gen(function* () {
+          yield* tx.assets.update(saved);
+          if (saved.status in eventOf)
+            yield* recordEvent(tx, saved.tenant_id, eventOf[saved.status as keyof typeof eventOf], {
+              asset: saved,
+            });
+        }),
+      );
+      return saved;
     });
 
   /**

@@ -26,6 +26,7 @@ import type { Requests } from "../schema/index.js";
 import type { VodPorts } from "../tokens.js";
 import type { Principal } from "./authenticate.js";
 import { constantTimeEqual, hmacBase64Url, orNotFound } from "./support.js";
+import { eventRecorder } from "./webhooks.js";
 
 type StartInput = typeof Requests.StartUploadBody.Type;
 type CompleteInput = typeof Requests.CompleteUploadBody.Type;
@@ -59,6 +60,7 @@ const view = (session: UploadSession, now: number) => ({
 export const makeUploads = (ports: VodPorts, config: VodConfig) => {
   const { clock, ids, storage } = ports;
   const store: ObjectStore = ports.objectStore;
+  const recordEvent = eventRecorder(ports);
   if (!store.partUploadUrl && !store.receivePart)
     throw new Error(
       "the object store must either sign part URLs (partUploadUrl) or receive parts (receivePart)",
@@ -330,6 +332,14 @@ export const makeUploads = (ports: VodPorts, config: VodConfig) => {
           if (Either.isLeft(uploaded))
             return yield* Effect.fail(conflict(`asset is ${asset.status}: its bytes are uploaded already`));
           yield* tx.assets.update(uploaded.right);
+          const upload: UploadSession = {
+            ...session,
+            status: "completed",
+            completed_at: now,
+            completed_parts: completedParts,
+          };
+          yield* recordEvent(tx, session.tenant_id, "asset.uploaded", { asset: uploaded.right });
+          yield* recordEvent(tx, session.tenant_id, "upload.completed", { upload, asset: uploaded.right });
           yield* tx.jobs.enqueue("process-asset", {
             tenant_id: session.tenant_id,
             asset_id: session.asset_id,
@@ -349,15 +359,27 @@ export const makeUploads = (ports: VodPorts, config: VodConfig) => {
       return yield* completedAnswer(stored);
     });
 
+  /** Closes the session as aborted and records upload.aborted with it; false when it was not open. */
+  const closeAborted = (session: UploadSession) =>
+    storage.transaction((tx) =>
+      Effect.gen(function* () {
+        if (!(yield* tx.uploads.close(session.tenant_id, session.id, "aborted"))) return false;
+        const asset = yield* tx.assets.get(session.tenant_id, session.asset_id);
+        if (Option.isSome(asset))
+          yield* recordEvent(tx, session.tenant_id, "upload.aborted", {
+            upload: { ...session, status: "aborted" },
+            asset: asset.value,
+          });
+        return true;
+      }),
+    );
+
   const abort = (principal: Principal, id: string) =>
     Effect.gen(function* () {
       const session = yield* getSession(principal, id);
       const next = transitionUpload(session, { type: "abort" }, clock.now());
       if (Either.isLeft(next)) return yield* Effect.fail(conflict(`upload is ${next.left.from}`));
-      if (
-        session.status === "created" &&
-        !(yield* storage.uploads.close(session.tenant_id, session.id, "aborted"))
-      ) {
+      if (session.status === "created" && !(yield* closeAborted(session))) {
         // Lost a race: whatever the other call did decides the answer.
         const now = yield* orNotFound("upload")(storage.uploads.get(session.tenant_id, session.id));
         if (now.status === "completed") return yield* Effect.fail(conflict("upload is completed"));

@@ -30,6 +30,7 @@ import {
 } from "@vod/adapter-postgres";
 import { type PrometheusMetrics, prometheusMetrics } from "@vod/adapter-prometheus";
 import { type DependencyLog, type RedisAdapters, redisAdapters } from "@vod/adapter-redis";
+import { httpWebhookSender } from "@vod/adapter-webhook-http";
 import {
   type Clock,
   coreModule,
@@ -161,6 +162,7 @@ export const composeVod = async (
       maxAttempts: config.jobs.maxAttempts,
       maxRunMs: config.jobs.maxRunSeconds * 1000,
     },
+    webhooks: { retryBaseMs: config.webhooks.retryBaseSeconds * 1000 },
   };
 
   // Redis, when configured, is an accelerator every node shares (DECISIONS "Redis is an
@@ -270,6 +272,9 @@ export const composeVod = async (
         joseTokenSigner({ issuer: config.baseUrl, audience: config.baseUrl, keys }),
       );
       bind(Tokens.PasswordHasher).toConstantValue(argon2PasswordHasher());
+      bind(Tokens.WebhookSender).toConstantValue(
+        httpWebhookSender({ allowPrivate: config.webhooks.allowPrivate }),
+      );
       bind(Tokens.IdentityVerifier).toConstantValue(
         googleIdentityVerifier({ clientId: config.google.clientId, certsUrl: config.google.certsUrl }),
       );

@@ -133,6 +133,16 @@ const Env = Schema.Struct({
     Schema.NumberFromString.pipe(Schema.int(), Schema.between(0, 3600)),
     { default: () => 8 },
   ),
+  VOD_WEBHOOKS_ALLOW_PRIVATE: Schema.optionalWith(Flag, { default: () => false }),
+  // Fractions allowed: tests retry within moments.
+  VOD_WEBHOOK_RETRY_BASE_SECONDS: Schema.optionalWith(
+    Schema.NumberFromString.pipe(
+      Schema.filter((n) => Number.isFinite(n) && n > 0 && n <= 86_400, {
+        message: () => "must be a number of seconds above 0, at most 86400",
+      }),
+    ),
+    { default: () => 30 },
+  ),
   VOD_MAX_SOURCE_DURATION_SECONDS: Schema.optionalWith(PositiveInt, { default: () => 6 * 3600 }),
   VOD_FFMPEG_PATH: opt(Schema.String.pipe(Schema.minLength(1))),
   VOD_FFPROBE_PATH: opt(Schema.String.pipe(Schema.minLength(1))),
@@ -233,6 +243,12 @@ export interface HostConfig {
     readonly maxRunSeconds: number;
     readonly maintenanceSeconds: number;
   };
+  readonly webhooks: {
+    /** Allow http and private or loopback addresses as webhook URLs (tests, private networks). */
+    readonly allowPrivate: boolean;
+    /** Wait before a failed delivery's second attempt, doubled for each further one. */
+    readonly retryBaseSeconds: number;
+  };
   readonly media: {
     readonly maxSourceDurationSeconds: number;
     readonly ffmpegPath?: string | undefined;
@@ -328,6 +344,10 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
       leaseSeconds: e.VOD_JOB_LEASE_SECONDS,
       maxRunSeconds: e.VOD_JOB_MAX_RUN_SECONDS,
       maintenanceSeconds: e.VOD_JOB_MAINTENANCE_SECONDS,
+    },
+    webhooks: {
+      allowPrivate: e.VOD_WEBHOOKS_ALLOW_PRIVATE,
+      retryBaseSeconds: e.VOD_WEBHOOK_RETRY_BASE_SECONDS,
     },
     media: {
       maxSourceDurationSeconds: e.VOD_MAX_SOURCE_DURATION_SECONDS,

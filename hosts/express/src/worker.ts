@@ -2,6 +2,12 @@ import { type JobQueue, sweepIdempotencyKeys, type Vod } from "@vod/core";
 import { Effect, Exit } from "effect";
 import type { Logger } from "./logger.js";
 
+/**
+ * Deliveries one process sends at once: each waits on a remote endpoint (up to 10 s), not on
+ * this machine, so several per process beside the processing jobs.
+ */
+const WEBHOOK_CONCURRENCY = 8;
+
 export interface RunningWorker {
   /**
    * Stops taking jobs and waits up to `graceMs` for the running ones; those still running then
@@ -12,9 +18,9 @@ export interface RunningWorker {
 }
 
 /**
- * Runs processing jobs and deleted assets' object removal, and now and then closes upload
- * sessions past their expiry. The same code runs inside the host (embedded default) or alone
- * (`vod worker`).
+ * Runs processing jobs, deleted assets' object removal and webhook deliveries, and now and then
+ * closes upload sessions past their expiry. The same code runs inside the host (embedded default)
+ * or alone (`vod worker`).
  */
 export const startWorker = async (
   vod: Vod,
@@ -79,7 +85,39 @@ export const startWorker = async (
         ),
       ),
     ),
-  );
+  ).catch(async (error: unknown) => {
+    await Effect.runPromise(worker.stop);
+    throw error;
+  });
+  const deliveries = await Effect.runPromise(
+    queue.work("deliver-webhook", { concurrency: WEBHOOK_CONCURRENCY }, (job) => {
+      const context = { job_id: job.id, delivery_id: job.data.delivery_id, attempt: job.data.attempts + 1 };
+      return vod.webhooks.deliver(job).pipe(
+        // Where a delivery's result is known: the log line here, and metrics beside it.
+        Effect.tap((outcome) =>
+          Effect.sync(() => {
+            if (outcome.status === "skipped") return;
+            const { result } = outcome;
+            metrics?.webhookDelivered(outcome.status);
+            const fields = { ...context, status_code: result.statusCode, err: result.error };
+            if (outcome.status === "succeeded") log.debug(fields, "webhook delivered");
+            else
+              log.info(
+                fields,
+                outcome.status === "failed" ? "webhook delivery failed" : "webhook delivery retrying",
+              );
+          }),
+        ),
+        Effect.asVoid,
+        Effect.tapError((e) =>
+          Effect.sync(() => log.warn({ ...context, err: e.message }, "webhook delivery attempt failed")),
+        ),
+      );
+    }),
+  ).catch(async (error: unknown) => {
+    await Effect.runPromise(Effect.all([worker.stop, deletions.stop]));
+    throw error;
+  });
   const sweep = async () => {
     const closed = await Effect.runPromise(Effect.either(vod.uploads.sweepExpired()));
     if (closed._tag === "Left") log.warn({ err: closed.left.message }, "expired-upload sweep failed");
@@ -99,6 +137,7 @@ export const startWorker = async (
       const [released] = await Promise.all([
         Effect.runPromise(worker.drain(graceMs)),
         Effect.runPromise(deletions.drain(graceMs)),
+        Effect.runPromise(deliveries.drain(graceMs)),
       ]);
       for (const job of released)
         log.info(

@@ -3,6 +3,7 @@ import { mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { connectPostgres, migrations } from "@vod/adapter-postgres";
+import { jobNames } from "@vod/core";
 import { beforeAll, expect, it } from "vitest";
 import { describeWith, suiteScratch } from "./suites.js";
 import {
@@ -60,10 +61,7 @@ describeWith(
       const db = connectPostgres({ connectionString: databaseUrl, poolSize: 1 });
       try {
         const queues = await db.query(`SELECT name, retry_limit FROM ${schema}_jobs.queue ORDER BY name`);
-        expect(queues.rows).toEqual([
-          { name: "delete-asset", retry_limit: 4 },
-          { name: "process-asset", retry_limit: 4 },
-        ]);
+        expect(queues.rows).toEqual([...jobNames].sort().map((name) => ({ name, retry_limit: 4 })));
         const versions = await db.query(`SELECT version FROM ${schema}.vod_migrations ORDER BY version`);
         expect(versions.rows).toEqual(all.map((version) => ({ version })));
       } finally {

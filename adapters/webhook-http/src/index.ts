@@ -1,0 +1,1 @@
+export { type HttpWebhookSenderOptions, httpWebhookSender, isPublicAddress } from "./webhook-sender.js";
