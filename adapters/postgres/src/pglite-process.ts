@@ -7,8 +7,8 @@ import {
   type PgliteOptions,
   type Queryable,
   type QueryResult,
+  type SessionScope,
   type SqlDatabase,
-  type Statement,
 } from "./sql.js";
 
 /** Distributive Omit: `id` is added when a request is sent. */
@@ -118,10 +118,10 @@ export const openPgliteProcess = async (
       return result;
     },
     // One message, so one round trip over IPC, as on a server.
-    queryAfter: async <R>(first: Statement, text: string, params?: ReadonlyArray<unknown>) =>
+    queryIn: async <R>(scope: SessionScope, text: string, params?: ReadonlyArray<unknown>) =>
       (await call({
-        op: "queryAfter",
-        first: { text: first.text, params: [...first.params] },
+        op: "queryIn",
+        scope: { key: scope.key, set: { text: scope.set.text, params: [...scope.set.params] } },
         text,
         ...(params ? { params: [...params] } : {}),
       })) as QueryResult<R>,
