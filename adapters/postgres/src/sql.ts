@@ -122,6 +122,25 @@ export interface DependencyLog {
   info(details: object, message: string): void;
 }
 
+/**
+ * Names for the texts run with parameters, so that each connection parses and plans a text once
+ * and then only binds and executes it (a prepared statement; Postgres re-plans it by itself when
+ * a table changes or the role differs). The adapter's texts are a fixed set; past the bound a
+ * text goes unnamed, parsed each time as before.
+ */
+const statementNames = () => {
+  const names = new Map<string, string>();
+  let next = 0;
+  return (text: string): string | undefined => {
+    let name = names.get(text);
+    if (name === undefined && names.size < 1000) {
+      name = `vod_${(next++).toString(36)}`;
+      names.set(text, name);
+    }
+    return name;
+  };
+};
+
 /** A pool on a Postgres server (Cloud SQL, RDS, your own). */
 export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
   if (options.schema !== undefined && !/^[a-z_][a-z0-9_]{0,62}$/.test(options.schema))
@@ -169,6 +188,12 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
    * in the neutral session. UNKNOWN after a switch that failed: the next caller sets its own.
    */
   const sessions = new WeakMap<pg.PoolClient, string>();
+  const named = statementNames();
+  /** pg parses a named statement once per connection, and again on one where it failed. */
+  const statement = (text: string, params?: ReadonlyArray<unknown>) =>
+    params === undefined || params.length === 0
+      ? { text }
+      : { name: named(text), text, values: params as unknown[] };
   const UNKNOWN = "";
   const sessionOf = (client: pg.PoolClient) => sessions.get(client) ?? neutralSession.key;
 
@@ -214,7 +239,7 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
         const held = await hold();
         if (sessionOf(held.client) === scope.key) {
           try {
-            const results = await held.client.query(text, params as unknown[] | undefined);
+            const results = await held.client.query(statement(text, params));
             held.release();
             return lastResult<R>(results as pg.QueryResult | pg.QueryResult[]);
           } catch (error) {
@@ -233,7 +258,7 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
           sent = [
             held.client.query("BEGIN"),
             held.client.query(scope.set.text, scope.set.params as unknown[]),
-            held.client.query(text, params as unknown[] | undefined),
+            held.client.query(statement(text, params)),
             // After a failure before it, the server answers COMMIT with a ROLLBACK.
             held.client.query("COMMIT"),
           ];
@@ -351,15 +376,18 @@ const extendedMessages = (
   text: string,
   types: ReadonlyArray<number>,
   params: ReadonlyArray<unknown>,
+  /** The prepared statement's name, and whether it is parsed already (then only bound). */
+  prepared?: { readonly name: string; readonly parsed: boolean },
 ) => {
   const values = params.map((value, i) => {
     if (value === null || value === undefined) return null;
     const serialize = db.serializers[types[i] as number];
     return serialize ? serialize(value) : String(value);
   });
+  const statement = prepared?.name ?? "";
   return [
-    protocol.serialize.parse({ text }),
-    protocol.serialize.bind({ values }),
+    ...(prepared?.parsed ? [] : [protocol.serialize.parse({ text, name: statement })]),
+    protocol.serialize.bind({ statement, values }),
     protocol.serialize.describe({ type: "P" }),
     protocol.serialize.execute({}),
   ];
@@ -380,6 +408,9 @@ const extendedMessages = (
 export const pgliteSession = (db: PGlite) => {
   let session = neutralSession.key;
   const UNKNOWN = "";
+  const named = statementNames();
+  /** The prepared statements this connection has parsed. */
+  const parsed = new Set<string>();
 
   const run = async (messages: Uint8Array) => {
     const results = pgliteParse.parseResults(
@@ -415,9 +446,30 @@ export const pgliteSession = (db: PGlite) => {
           }
           return answer<R>(await run(concat([protocol.serialize.query(text), protocol.serialize.sync()])));
         }
-        const results = await run(
-          concat([...set, ...extendedMessages(db, text, types, params), protocol.serialize.sync()]),
-        );
+        const name = named(text);
+        const prepared = name === undefined ? undefined : { name, parsed: parsed.has(name) };
+        let results: ReturnType<typeof pgliteParse.parseResults>;
+        try {
+          results = await run(
+            concat([
+              ...set,
+              ...extendedMessages(db, text, types, params, prepared),
+              protocol.serialize.sync(),
+            ]),
+          );
+        } catch (error) {
+          // Whether its Parse ran before the failure is unknown: closing it (no error when it
+          // does not exist) has the next call parse it afresh.
+          if (prepared && !prepared.parsed)
+            await run(
+              concat([
+                protocol.serialize.close({ type: "S", name: prepared.name }),
+                protocol.serialize.sync(),
+              ]),
+            );
+          throw error;
+        }
+        if (prepared) parsed.add(prepared.name);
         session = scope.key;
         return answer<R>(results);
       }),
