@@ -66,7 +66,7 @@ const main = async () => {
       case "exec":
         return on(request.tx).exec(request.sql);
       case "queryIn":
-        return plain.queryIn(request.scope, request.text, request.params);
+        return plain.queryInArrays(request.scope, request.text, request.params);
       case "begin": {
         const tx = nextTx++;
         // PGlite's transaction holds its lock until the callback settles: it settles when the

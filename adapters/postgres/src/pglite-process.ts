@@ -7,6 +7,8 @@ import {
   type PgliteOptions,
   type Queryable,
   type QueryResult,
+  type RowArrays,
+  rowObjects,
   type SessionScope,
   type SqlDatabase,
 } from "./sql.js";
@@ -118,13 +120,16 @@ export const openPgliteProcess = async (
       return result;
     },
     // One message, so one round trip over IPC, as on a server.
+    // Rows cross as arrays (`queryInArrays`) and become objects here.
     queryIn: async <R>(scope: SessionScope, text: string, params?: ReadonlyArray<unknown>) =>
-      (await call({
-        op: "queryIn",
-        scope: { key: scope.key, set: { text: scope.set.text, params: [...scope.set.params] } },
-        text,
-        ...(params ? { params: [...params] } : {}),
-      })) as QueryResult<R>,
+      rowObjects<R>(
+        (await call({
+          op: "queryIn",
+          scope: { key: scope.key, set: { text: scope.set.text, params: [...scope.set.params] } },
+          text,
+          ...(params ? { params: [...params] } : {}),
+        })) as RowArrays,
+      ),
     // One connection is all PGlite has: session state (advisory locks) lives on it anyway.
     withConnection: (fn) => fn(over()),
     close: async () => {
