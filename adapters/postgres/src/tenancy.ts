@@ -53,14 +53,22 @@ const roleOf = (scope: Scope) => (scope.role === "app" ? APP_ROLE_SQL : "'none'"
  * The statement that switches to the scope's role and sets every setting: transaction-local
  * (`local`), or for the rest of the session.
  */
-const scopeStatement = (scope: Scope, local: boolean): Statement => ({
-  text: `SELECT set_config('role', ${roleOf(scope)}, ${local}), ${SETTINGS.map(
+const scopeText = (role: Scope["role"], local: boolean) =>
+  `SELECT set_config('role', ${roleOf({ role, settings: {} })}, ${local}), ${SETTINGS.map(
     (s, i) => `set_config('${s}', $${i + 1}, ${local})`,
-  ).join(", ")}`,
+  ).join(", ")}`;
+// Built once: every call of a request's hot path sets its scope.
+const SCOPE_TEXTS = {
+  app: { local: scopeText("app", true), session: scopeText("app", false) },
+  login: { local: scopeText("login", true), session: scopeText("login", false) },
+};
+
+const scopeStatement = (scope: Scope, local: boolean): Statement => ({
+  text: SCOPE_TEXTS[scope.role][local ? "local" : "session"],
   params: SETTINGS.map((s) => scope.settings[s] ?? ""),
 });
 
-/** Equal keys, equal statements: the role and every setting's value. */
+/** Equal keys, equal statements: the role and every setting's value (JSON: no two alike). */
 const keyOf = (scope: Scope) => JSON.stringify([scope.role, ...SETTINGS.map((s) => scope.settings[s] ?? "")]);
 
 /** The scope as a connection's session keeps it between statements (`SqlDatabase.queryIn`). */
