@@ -37,7 +37,17 @@ const describe = (error: unknown): Record<string, unknown> => {
   return fields;
 };
 
-const send = (reply: Reply) => process.send?.(reply);
+/** Replies of one turn of the event loop, sent as one message (see `flush` in pglite-process.ts). */
+let outbox: Reply[] = [];
+const flush = () => {
+  const batch = outbox;
+  outbox = [];
+  process.send?.(batch);
+};
+const send = (reply: Reply) => {
+  outbox.push(reply);
+  if (outbox.length === 1) setImmediate(flush);
+};
 
 const main = async () => {
   const [dataDir, options] = process.argv.slice(2);
@@ -105,14 +115,17 @@ const main = async () => {
     }
   };
 
-  process.on("message", (request: Request) => {
-    handle(request).then(
-      (result) => {
-        send({ id: request.id, ok: true, result });
-        if (request.op === "close") process.disconnect();
-      },
-      (error: unknown) => send({ id: request.id, ok: false, error: describe(error) }),
-    );
+  process.on("message", (requests: ReadonlyArray<Request>) => {
+    for (const request of requests)
+      handle(request).then(
+        (result) => {
+          send({ id: request.id, ok: true, result });
+          if (request.op !== "close") return;
+          flush();
+          process.disconnect();
+        },
+        (error: unknown) => send({ id: request.id, ok: false, error: describe(error) }),
+      );
   });
   // SIGTERM or SIGINT to the whole process group (a supervisor, Ctrl-C in a terminal) reaches
   // this process too. The host drains on it and needs its database until done, then closes it
