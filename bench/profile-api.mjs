@@ -10,12 +10,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import {
-  callJson,
+  apiHotPaths,
   childPids,
   cli,
   cpuSeconds,
   dropBenchSchema,
-  expectStatus,
   fromRepo,
   repo,
   spawnNode,
@@ -86,23 +85,7 @@ try {
     },
     nodeArgs: args.profile ? ["--cpu-prof", `--cpu-prof-dir=${profiles}`, "--cpu-prof-interval=200"] : [],
   });
-  for (let i = 0; i < 50; i++)
-    expectStatus(
-      "create asset",
-      await callJson(vod.base, "/v1/assets", { body: { title: `asset ${i}` }, headers: vod.auth }),
-      201,
-    );
-  const key = await callJson(vod.base, "/v1/api-keys", {
-    body: { name: "bench", scopes: ["read"] },
-    headers: vod.auth,
-  });
-  expectStatus("create API key", key, 201);
-  const apiKey = { "x-api-key": key.body.key };
-  const all = {
-    limit50: { url: `${vod.base}/v1/assets?limit=50`, headers: apiKey },
-    limit1: { url: `${vod.base}/v1/assets?limit=1`, headers: apiKey },
-    me: { url: `${vod.base}/v1/auth/me`, headers: vod.auth },
-  };
+  const all = Object.fromEntries((await apiHotPaths(vod)).map((path) => [path.id, path]));
   const hostPid = vod.host.child.pid;
   const dbPids = await childPids(hostPid);
   const rows = [];
