@@ -12,13 +12,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import {
+  apiHotPaths,
   autocannonRps,
-  callJson,
   cleanUpOnSignals,
   cli,
   describeBuild,
   dropBenchSchema,
-  expectStatus,
   fmt,
   freePort,
   fromRepo,
@@ -111,28 +110,7 @@ const startSet = async (set) => {
       : {}),
   };
   const vod = await startVodHost({ cli, dataDir, env, track });
-  for (let i = 0; i < 50; i++)
-    expectStatus(
-      "create asset",
-      await callJson(vod.base, "/v1/assets", { body: { title: `asset ${i}` }, headers: vod.auth }),
-      201,
-    );
-  const key = await callJson(vod.base, "/v1/api-keys", {
-    body: { name: "bench", scopes: ["read"] },
-    headers: vod.auth,
-  });
-  expectStatus("create API key", key, 201);
-  const apiKey = { "x-api-key": key.body.key };
-  const list50 = await callJson(vod.base, "/v1/assets?limit=50", { headers: apiKey });
-  if (list50.body.data.length !== 50) throw new Error(`expected 50 assets, got ${list50.body.data.length}`);
-  return {
-    set,
-    paths: [
-      { name: "GET /v1/assets?limit=50, API key", url: `${vod.base}/v1/assets?limit=50`, headers: apiKey },
-      { name: "GET /v1/assets?limit=1, API key", url: `${vod.base}/v1/assets?limit=1`, headers: apiKey },
-      { name: "GET /v1/auth/me, bearer", url: `${vod.base}/v1/auth/me`, headers: vod.auth },
-    ],
-  };
+  return { set, paths: await apiHotPaths(vod) };
 };
 
 const targets = {

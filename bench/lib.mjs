@@ -380,6 +380,42 @@ export const startVodHost = async ({
   return { host, base, auth, begin, putParts, complete, asset };
 };
 
+/**
+ * Issue 13's hot paths on a started host (`startVodHost`): gives its tenant 50 assets and a read
+ * API key, checks that a page of 50 comes back, and answers the three paths with their headers.
+ */
+export const apiHotPaths = async (vod) => {
+  for (let i = 0; i < 50; i++)
+    expectStatus(
+      "create asset",
+      await callJson(vod.base, "/v1/assets", { body: { title: `asset ${i}` }, headers: vod.auth }),
+      201,
+    );
+  const key = await callJson(vod.base, "/v1/api-keys", {
+    body: { name: "bench", scopes: ["read"] },
+    headers: vod.auth,
+  });
+  expectStatus("create API key", key, 201);
+  const apiKey = { "x-api-key": key.body.key };
+  const list50 = await callJson(vod.base, "/v1/assets?limit=50", { headers: apiKey });
+  if (list50.body.data.length !== 50) throw new Error(`expected 50 assets, got ${list50.body.data.length}`);
+  return [
+    {
+      id: "limit50",
+      name: "GET /v1/assets?limit=50, API key",
+      url: `${vod.base}/v1/assets?limit=50`,
+      headers: apiKey,
+    },
+    {
+      id: "limit1",
+      name: "GET /v1/assets?limit=1, API key",
+      url: `${vod.base}/v1/assets?limit=1`,
+      headers: apiKey,
+    },
+    { id: "me", name: "GET /v1/auth/me, bearer", url: `${vod.base}/v1/auth/me`, headers: vod.auth },
+  ];
+};
+
 // ---------------------------------------------------------------------------------------------
 // Reporting, shared by every benchmark.
 

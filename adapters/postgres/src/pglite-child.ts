@@ -1,14 +1,7 @@
 // The embedded database's own process: PGlite on one data directory, driven by the host over IPC
 // (see pglite-process.ts for the protocol). It ends only when the host closes it or goes away, so
 // that no orphan keeps the data directory open.
-import {
-  createPglite,
-  overPglite,
-  type PgliteOptions,
-  type Queryable,
-  queryAfterPglite,
-  type Statement,
-} from "./sql.js";
+import { createPglite, type PgliteOptions, pgliteSession, type Queryable, type SessionScope } from "./sql.js";
 
 export type Request =
   | {
@@ -21,8 +14,8 @@ export type Request =
   | { readonly id: number; readonly op: "exec"; readonly tx?: number; readonly sql: string }
   | {
       readonly id: number;
-      readonly op: "queryAfter";
-      readonly first: Statement;
+      readonly op: "queryIn";
+      readonly scope: SessionScope;
       readonly text: string;
       readonly params?: unknown[];
     }
@@ -44,13 +37,23 @@ const describe = (error: unknown): Record<string, unknown> => {
   return fields;
 };
 
-const send = (reply: Reply) => process.send?.(reply);
+/** Replies of one turn of the event loop, sent as one message (see `flush` in pglite-process.ts). */
+let outbox: Reply[] = [];
+const flush = () => {
+  const batch = outbox;
+  outbox = [];
+  process.send?.(batch);
+};
+const send = (reply: Reply) => {
+  outbox.push(reply);
+  if (outbox.length === 1) setImmediate(flush);
+};
 
 const main = async () => {
   const [dataDir, options] = process.argv.slice(2);
   // The same PGlite, with the same options, as openPglite would make in-process.
   const db = await createPglite(dataDir, JSON.parse(options ?? "{}") as PgliteOptions);
-  const plain = overPglite(db);
+  const plain = pgliteSession(db);
   /** Open transactions: their connection, and how to end them. */
   const open = new Map<
     number,
@@ -72,8 +75,8 @@ const main = async () => {
         return on(request.tx).query(request.text, request.params);
       case "exec":
         return on(request.tx).exec(request.sql);
-      case "queryAfter":
-        return queryAfterPglite(db, request.first, request.text, request.params);
+      case "queryIn":
+        return plain.queryInArrays(request.scope, request.text, request.params);
       case "begin": {
         const tx = nextTx++;
         // PGlite's transaction holds its lock until the callback settles: it settles when the
@@ -82,10 +85,10 @@ const main = async () => {
         const entered = new Promise<void>((resolve) => {
           started = resolve;
         });
-        const done = db
-          .transaction(async (t) => {
+        const done = plain
+          .transaction(async (sql) => {
             const commit = await new Promise<boolean>((finish) => {
-              open.set(tx, { sql: overPglite(t), finish, done });
+              open.set(tx, { sql, finish, done });
               started();
             });
             if (!commit) throw rollback;
@@ -112,14 +115,17 @@ const main = async () => {
     }
   };
 
-  process.on("message", (request: Request) => {
-    handle(request).then(
-      (result) => {
-        send({ id: request.id, ok: true, result });
-        if (request.op === "close") process.disconnect();
-      },
-      (error: unknown) => send({ id: request.id, ok: false, error: describe(error) }),
-    );
+  process.on("message", (requests: ReadonlyArray<Request>) => {
+    for (const request of requests)
+      handle(request).then(
+        (result) => {
+          send({ id: request.id, ok: true, result });
+          if (request.op !== "close") return;
+          flush();
+          process.disconnect();
+        },
+        (error: unknown) => send({ id: request.id, ok: false, error: describe(error) }),
+      );
   });
   // SIGTERM or SIGINT to the whole process group (a supervisor, Ctrl-C in a terminal) reaches
   // this process too. The host drains on it and needs its database until done, then closes it

@@ -4,6 +4,7 @@ import path from "node:path";
 import type { Writable } from "node:stream";
 import { PGlite, parse as pgliteParse, protocol } from "@electric-sql/pglite";
 import pg from "pg";
+import { neutralInTransaction, neutralSession } from "./tenancy.js";
 
 export interface QueryResult<R> {
   readonly rows: R[];
@@ -26,6 +27,16 @@ export interface Statement {
 }
 
 /**
+ * A role and settings a connection's session is set to (row-level security, `tenancy.ts`).
+ * Equal keys mean equal settings.
+ */
+export interface SessionScope {
+  readonly key: string;
+  /** Sets it for the rest of the session. */
+  readonly set: Statement;
+}
+
+/**
  * A database: a pg pool on a server, or PGlite embedded in the process. Both speak the same SQL,
  * so one set of repositories and migrations serves both.
  */
@@ -36,12 +47,15 @@ export interface SqlDatabase extends Queryable {
   /** Runs `fn` in one transaction: COMMIT when it resolves, ROLLBACK when it rejects. */
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
   /**
-   * Runs `first` and then `text` in a transaction of their own and answers the second's result,
-   * or the first failure. On a server the four messages (BEGIN, both statements, COMMIT) go in
-   * one round trip: what a lone statement costs. Row-level security sets its scope with `first`.
+   * Runs `text` on a connection whose session is in `scope`. Each connection remembers the scope
+   * its session is in: when it is `scope` already, the statement goes alone; else `scope.set`
+   * and the statement go in one transaction (on a server BEGIN, both and COMMIT in one round
+   * trip), so that the statement never runs unless the scope took. `query`, `exec`,
+   * `transaction` and `withConnection` run in the neutral session (`neutralSession`) in the
+   * same way: a connection a scoped statement left behind is never another caller's.
    */
-  queryAfter<R = Record<string, unknown>>(
-    first: Statement,
+  queryIn<R = Record<string, unknown>>(
+    scope: SessionScope,
     text: string,
     params?: ReadonlyArray<unknown>,
   ): Promise<QueryResult<R>>;
@@ -59,15 +73,17 @@ const types = {
       : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
 };
 
+/** pg's answer in the adapter's shape: several statements without parameters answer one result each. */
+const lastResult = <R>(results: pg.QueryResult | pg.QueryResult[]): QueryResult<R> => {
+  const result = Array.isArray(results) ? results[results.length - 1] : results;
+  return { rows: (result?.rows ?? []) as R[], rowCount: result?.rowCount ?? result?.rows.length ?? 0 };
+};
+
 const overPg = (client: pg.Pool | pg.PoolClient): Queryable => ({
-  query: async <R>(text: string, params?: ReadonlyArray<unknown>) => {
-    const results = (await client.query(text, params as unknown[] | undefined)) as
-      | pg.QueryResult
-      | pg.QueryResult[];
-    // Several statements without parameters answer one result each.
-    const result = Array.isArray(results) ? results[results.length - 1] : results;
-    return { rows: (result?.rows ?? []) as R[], rowCount: result?.rowCount ?? result?.rows.length ?? 0 };
-  },
+  query: async <R>(text: string, params?: ReadonlyArray<unknown>) =>
+    lastResult<R>(
+      (await client.query(text, params as unknown[] | undefined)) as pg.QueryResult | pg.QueryResult[],
+    ),
   exec: async (sql) => {
     await client.query(sql);
   },
@@ -109,6 +125,25 @@ export interface DependencyLog {
 /** Resolves once the database answers a trivial query: a readiness check. */
 export const ping = (db: Queryable): Promise<void> => db.query("SELECT 1").then(() => undefined);
 
+/**
+ * Names for the texts run with parameters, so that each connection parses and plans a text once
+ * and then only binds and executes it (a prepared statement; Postgres re-plans it by itself when
+ * a table changes or the role differs). The adapter's texts are a fixed set; past the bound a
+ * text goes unnamed, parsed each time as before.
+ */
+const statementNames = () => {
+  const names = new Map<string, string>();
+  let next = 0;
+  return (text: string): string | undefined => {
+    let name = names.get(text);
+    if (name === undefined && names.size < 1000) {
+      name = `vod_${(next++).toString(36)}`;
+      names.set(text, name);
+    }
+    return name;
+  };
+};
+
 /** A pool on a Postgres server (Cloud SQL, RDS, your own). */
 export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
   if (options.schema !== undefined && !/^[a-z_][a-z0-9_]{0,62}$/.test(options.schema))
@@ -121,7 +156,7 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
     application_name: options.applicationName ?? "vod",
     ...(options.schema ? { options: `-c search_path=${options.schema}` } : {}),
     types,
-    // Queries are written without waiting for the answers before them (queryAfter's one round
+    // Queries are written without waiting for the answers before them (queryIn's one round
     // trip); code that awaits each query, as everything else here does, sees no difference.
     pipeline: true,
   });
@@ -151,7 +186,19 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
   // queries on it still fail and pg-pool still discards it on release; this only keeps the event
   // from being unhandled.
   pool.on("connect", (client) => client.on("error", lost));
-  const queries = overPg(pool);
+  /**
+   * The scope each connection's session is in (`queryIn`); a connection not in here is fresh,
+   * in the neutral session. UNKNOWN after a switch that failed: the next caller sets its own.
+   */
+  const sessions = new WeakMap<pg.PoolClient, string>();
+  const named = statementNames();
+  /** pg parses a named statement once per connection, and again on one where it failed. */
+  const statement = (text: string, params?: ReadonlyArray<unknown>) =>
+    params === undefined || params.length === 0
+      ? { text }
+      : { name: named(text), text, values: params as unknown[] };
+  const UNKNOWN = "";
+  const sessionOf = (client: pg.PoolClient) => sessions.get(client) ?? neutralSession.key;
 
   /**
    * A client held outside pool.query (a transaction, a session lock). pg-pool listens for its
@@ -189,17 +236,80 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
       },
     );
 
+  const queryIn = <R>(scope: SessionScope, text: string, params?: ReadonlyArray<unknown>) =>
+    reporting(
+      (async () => {
+        const held = await hold();
+        if (sessionOf(held.client) === scope.key) {
+          try {
+            const results = await held.client.query(statement(text, params));
+            held.release();
+            return lastResult<R>(results as pg.QueryResult | pg.QueryResult[]);
+          } catch (error) {
+            // A failed statement leaves the session as it was; a lost connection is destroyed.
+            held.release(isConnectionError(error) ? (error as Error) : undefined);
+            throw error;
+          }
+        }
+        // pg writes each query apart (corked per query): held corked across the four, they
+        // leave in one write, not four system calls. The socket is pg's own, not typed.
+        const stream = (held.client as unknown as { connection?: { stream?: Partial<Writable> } }).connection
+          ?.stream;
+        stream?.cork?.();
+        let sent: Promise<pg.QueryResult | pg.QueryResult[]>[];
+        try {
+          sent = [
+            held.client.query("BEGIN"),
+            held.client.query(scope.set.text, scope.set.params as unknown[]),
+            held.client.query(statement(text, params)),
+            // After a failure before it, the server answers COMMIT with a ROLLBACK.
+            held.client.query("COMMIT"),
+          ];
+        } finally {
+          stream?.uncork?.();
+        }
+        const settled = await Promise.allSettled(sent);
+        const failed = settled.find((s) => s.status === "rejected");
+        sessions.set(held.client, failed ? UNKNOWN : scope.key);
+        // A failed COMMIT or BEGIN means a broken connection: destroy it rather than reuse it.
+        const broken = settled[0]?.status === "rejected" || settled[3]?.status === "rejected";
+        held.release(broken ? new Error("connection broken in a transaction") : undefined);
+        if (failed) throw failed.reason;
+        return lastResult<R>((settled[2] as PromiseFulfilledResult<pg.QueryResult | pg.QueryResult[]>).value);
+      })(),
+    );
+
+  /** Holds a client whose session is neutral, for work outside any scope. */
+  const holdNeutral = async () => {
+    const held = await hold();
+    if (sessionOf(held.client) !== neutralSession.key)
+      try {
+        await held.client.query(neutralSession.set.text);
+        sessions.set(held.client, neutralSession.key);
+      } catch (error) {
+        sessions.set(held.client, UNKNOWN);
+        held.release(error as Error);
+        throw error;
+      }
+    return held;
+  };
+
   return {
     engine: "postgres",
     schema: options.schema,
-    query: (text, params) => reporting(queries.query(text, params)),
-    exec: (sql) => reporting(queries.exec(sql)),
+    query: (text, params) => queryIn(neutralSession, text, params),
+    exec: async (sql) => {
+      await queryIn(neutralSession, sql);
+    },
     transaction: (fn) =>
       reporting(
         (async () => {
           const held = await hold();
           try {
             await held.query("BEGIN");
+            // The session is left as it is; the transaction alone is neutral until its work
+            // sets a scope of its own.
+            if (sessionOf(held.client) !== neutralSession.key) await held.query(neutralInTransaction);
             const result = await fn(held.conn);
             await held.query("COMMIT");
             held.release();
@@ -214,39 +324,9 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
           }
         })(),
       ),
-    queryAfter: <R>(first: Statement, text: string, params?: ReadonlyArray<unknown>) =>
-      reporting(
-        (async () => {
-          const held = await hold();
-          // pg writes each query apart (corked per query): held corked across the four, they
-          // leave in one write, not four system calls. The socket is pg's own, not typed.
-          const stream = (held.client as unknown as { connection?: { stream?: Partial<Writable> } })
-            .connection?.stream;
-          stream?.cork?.();
-          let sent: Promise<pg.QueryResult>[];
-          try {
-            sent = [
-              held.client.query("BEGIN"),
-              held.client.query(first.text, first.params as unknown[]),
-              held.client.query(text, params as unknown[] | undefined),
-              // After a failure before it, the server answers COMMIT with a ROLLBACK.
-              held.client.query("COMMIT"),
-            ];
-          } finally {
-            stream?.uncork?.();
-          }
-          const settled = await Promise.allSettled(sent);
-          const failed = settled.find((s) => s.status === "rejected");
-          // A failed COMMIT or BEGIN means a broken connection: destroy it rather than reuse it.
-          const broken = settled[0]?.status === "rejected" || settled[3]?.status === "rejected";
-          held.release(broken ? new Error("connection broken in a transaction") : undefined);
-          if (failed) throw failed.reason;
-          const result = (settled[2] as PromiseFulfilledResult<pg.QueryResult>).value;
-          return { rows: result.rows as R[], rowCount: result.rowCount ?? result.rows.length };
-        })(),
-      ),
+    queryIn,
     withConnection: async (fn) => {
-      const held = await hold();
+      const held = await reporting(holdNeutral());
       try {
         return await fn(held.conn);
       } finally {
@@ -299,56 +379,171 @@ const extendedMessages = (
   text: string,
   types: ReadonlyArray<number>,
   params: ReadonlyArray<unknown>,
+  /** The prepared statement's name, and whether it is parsed already (then only bound). */
+  prepared?: { readonly name: string; readonly parsed: boolean },
 ) => {
   const values = params.map((value, i) => {
     if (value === null || value === undefined) return null;
     const serialize = db.serializers[types[i] as number];
     return serialize ? serialize(value) : String(value);
   });
+  const statement = prepared?.name ?? "";
   return [
-    protocol.serialize.parse({ text }),
-    protocol.serialize.bind({ values }),
+    ...(prepared?.parsed ? [] : [protocol.serialize.parse({ text, name: statement })]),
+    protocol.serialize.bind({ statement, values }),
     protocol.serialize.describe({ type: "P" }),
     protocol.serialize.execute({}),
   ];
 };
 
 /**
- * `SqlDatabase.queryAfter` on PGlite, in this process or in the database's own: both statements
- * and a Sync in one call into PGlite, which runs them as one implicit transaction (as a server
- * does a pipeline), where `db.transaction` made BEGIN, two `query` calls and COMMIT sixteen calls
- * into its WebAssembly (measured: 0.65 -> 0.39 ms for a one-row page, 1.24 -> 0.98 ms for 51 rows).
- * It waits for an open transaction as `query` does, and fails with the same database error. A
- * statement without parameters goes the old way.
+ * PGlite's one connection, remembering the scope its session is in (`SqlDatabase.queryIn`), in
+ * this process or in the database's own. Each call is one call into PGlite: with parameters, the
+ * statement (and before it the scope's statement, when the session is in another scope) goes as
+ * one extended-protocol batch ending in Sync, an implicit transaction, so the statement never
+ * runs unless the scope took; where `db.query` made six calls and `db.transaction` sixteen
+ * (measured: 0.65 -> 0.39 ms for a one-row page, 1.24 -> 0.98 ms for 51 rows, before the scope
+ * was kept across calls). Without parameters a text may hold several statements, which go by
+ * the simple protocol, after the scope's statement run on its own. The scope is decided and set
+ * while the connection is held, so no other call runs between. It fails with the same database
+ * error as `query`.
  */
-export const queryAfterPglite = async <R>(
-  db: PGlite,
-  first: Statement,
-  text: string,
-  params?: ReadonlyArray<unknown>,
-): Promise<QueryResult<R>> => {
-  // Without parameters a text may hold several statements, which only the simple protocol runs.
-  if (params === undefined || params.length === 0)
-    return db.transaction(async (tx) => {
-      const sql = overPglite(tx);
-      await sql.query(first.text, first.params);
-      return sql.query<R>(text, params);
+export const pgliteSession = (db: PGlite) => {
+  let session = neutralSession.key;
+  const UNKNOWN = "";
+  const named = statementNames();
+  /** The prepared statements this connection has parsed. */
+  const parsed = new Set<string>();
+
+  type Results = ReturnType<typeof pgliteParse.parseResults>;
+  const run = async (messages: Uint8Array, rowMode?: "array") => {
+    const results = pgliteParse.parseResults(
+      await db.execProtocolStream(messages, { syncToFs: false }),
+      db.parsers,
+      rowMode && { rowMode },
+    );
+    await db.syncToFs();
+    return results;
+  };
+  /** The last statement's result. */
+  const last = (results: Results) => results[results.length - 1];
+
+  const execute = async (
+    scope: SessionScope,
+    text: string,
+    params: ReadonlyArray<unknown> | undefined,
+    rowMode?: "array",
+  ) => {
+    const simple = params === undefined || params.length === 0;
+    const types = simple ? [] : await paramTypes(db, text);
+    const setTypes = await paramTypes(db, scope.set.text);
+    return db._runExclusiveTransaction(() =>
+      db._runExclusiveQuery(async () => {
+        const switching = session !== scope.key;
+        const set = switching ? extendedMessages(db, scope.set.text, setTypes, scope.set.params) : [];
+        if (switching) session = UNKNOWN;
+        if (simple) {
+          if (switching) {
+            await run(concat([...set, protocol.serialize.sync()]));
+            session = scope.key;
+          }
+          return last(
+            await run(concat([protocol.serialize.query(text), protocol.serialize.sync()]), rowMode),
+          );
+        }
+        const name = named(text);
+        const prepared = name === undefined ? undefined : { name, parsed: parsed.has(name) };
+        let results: Results;
+        try {
+          results = await run(
+            concat([
+              ...set,
+              ...extendedMessages(db, text, types, params, prepared),
+              protocol.serialize.sync(),
+            ]),
+            rowMode,
+          );
+        } catch (error) {
+          // Whether its Parse ran before the failure is unknown: closing it (no error when it
+          // does not exist) has the next call parse it afresh.
+          if (prepared && !prepared.parsed)
+            await run(
+              concat([
+                protocol.serialize.close({ type: "S", name: prepared.name }),
+                protocol.serialize.sync(),
+              ]),
+            );
+          throw error;
+        }
+        if (prepared) parsed.add(prepared.name);
+        session = scope.key;
+        return last(results);
+      }),
+    );
+  };
+
+  const queryIn = async <R>(
+    scope: SessionScope,
+    text: string,
+    params?: ReadonlyArray<unknown>,
+  ): Promise<QueryResult<R>> => {
+    const result = await execute(scope, text, params);
+    const rows = (result?.rows ?? []) as R[];
+    return { rows, rowCount: result?.affectedRows ?? rows.length };
+  };
+
+  /**
+   * `queryIn` answering each row as an array of values beside the column names: what crosses
+   * to the host from the database's own process (`pglite-process.ts`), a third of the bytes of
+   * rows as objects, and objects rebuilt there faster than the structured clone reads them.
+   */
+  const queryInArrays = async (
+    scope: SessionScope,
+    text: string,
+    params?: ReadonlyArray<unknown>,
+  ): Promise<RowArrays> => {
+    const result = await execute(scope, text, params, "array");
+    const rows = (result?.rows ?? []) as unknown[][];
+    return {
+      fields: (result?.fields ?? []).map((f) => f.name),
+      rows,
+      rowCount: result?.affectedRows ?? rows.length,
+    };
+  };
+
+  /** A transaction, neutral until its work sets a scope; the session is as it was after. */
+  const transaction = <T>(fn: (tx: Queryable) => Promise<T>) =>
+    db.transaction(async (tx) => {
+      if (session !== neutralSession.key) await tx.exec(neutralInTransaction);
+      return fn(overPglite(tx));
     });
-  const message = concat([
-    ...extendedMessages(db, first.text, await paramTypes(db, first.text), first.params),
-    ...extendedMessages(db, text, await paramTypes(db, text), params),
-    protocol.serialize.sync(),
-  ]);
-  return db._runExclusiveTransaction(() =>
-    db._runExclusiveQuery(async () => {
-      const messages = await db.execProtocolStream(message, { syncToFs: false });
-      await db.syncToFs();
-      const results = pgliteParse.parseResults(messages, db.parsers);
-      const last = results[results.length - 1];
-      const rows = (last?.rows ?? []) as R[];
-      return { rows, rowCount: last?.affectedRows ?? rows.length };
-    }),
-  );
+
+  const plain: Queryable = {
+    query: (text, params) => queryIn(neutralSession, text, params),
+    exec: async (sql) => {
+      await queryIn(neutralSession, sql);
+    },
+  };
+  return { ...plain, queryIn, queryInArrays, transaction };
+};
+
+/** Rows as arrays of values, in the order of `fields` (`pgliteSession().queryInArrays`). */
+export interface RowArrays {
+  readonly fields: ReadonlyArray<string>;
+  readonly rows: ReadonlyArray<ReadonlyArray<unknown>>;
+  readonly rowCount: number;
+}
+
+/** The rows as objects keyed by column name, as `queryIn` answers. */
+export const rowObjects = <R>({ fields, rows, rowCount }: RowArrays): QueryResult<R> => {
+  const objects = new Array<R>(rows.length);
+  for (let i = 0; i < rows.length; i++) {
+    const values = rows[i] as ReadonlyArray<unknown>;
+    const row: Record<string, unknown> = {};
+    for (let j = 0; j < fields.length; j++) row[fields[j] as string] = values[j];
+    objects[i] = row as R;
+  }
+  return { rows: objects, rowCount };
 };
 
 const concat = (parts: ReadonlyArray<Uint8Array>) => {
@@ -403,12 +598,12 @@ await db.close();`;
 export const openPglite = async (dataDir?: string, options: PgliteOptions = {}): Promise<SqlDatabase> => {
   if (dataDir !== undefined) await initdbApart(dataDir);
   const db = await createPglite(dataDir, options);
+  const session = pgliteSession(db);
   return {
     engine: "pglite",
-    ...overPglite(db),
-    transaction: (fn) => db.transaction((tx) => fn(overPglite(tx))),
-    queryAfter: (first, text, params) => queryAfterPglite(db, first, text, params),
-    withConnection: (fn) => fn(overPglite(db)),
+    ...session,
+    // One connection is all PGlite has; each statement on it is neutral (session locks).
+    withConnection: (fn) => fn({ query: session.query, exec: session.exec }),
     close: () => db.close(),
   };
 };

@@ -1,10 +1,10 @@
-import type { Queryable, QueryResult, SqlDatabase, Statement } from "./sql.js";
+import type { Queryable, QueryResult, SessionScope, SqlDatabase, Statement } from "./sql.js";
 
 /**
  * Row-level security, the adapter's half (the policies are migration 4, `row-level-security.ts`).
- * Every statement on a tenant-owned table runs in a transaction that has switched to the schema's
- * app role, which the policies bind, and set the settings they read: the tenant, or for the few
- * lookups that discover the tenant, the one key being looked up.
+ * Every statement on a tenant-owned table runs in a session or transaction that has switched to
+ * the schema's app role, which the policies bind, and set the settings they read: the tenant, or
+ * for the few lookups that discover the tenant, the one key being looked up.
  */
 
 /** The settings the policies read. Every scope sets all of them, the unused ones to ''. */
@@ -47,13 +47,51 @@ export const telemetryScope: Scope = { role: "app", settings: { "vod.telemetry":
 /** pg-boss's statements: its schema is not tenant-owned, and the app role has no rights there. */
 export const loginScope: Scope = { role: "login", settings: {} };
 
-/** The statement that switches to the scope's role and sets every setting, transaction-local. */
-const scopeStatement = (scope: Scope): Statement => ({
-  text: `SELECT set_config('role', ${scope.role === "app" ? APP_ROLE_SQL : "'none'"}, true), ${SETTINGS.map(
-    (s, i) => `set_config('${s}', $${i + 1}, true)`,
-  ).join(", ")}`,
+const roleOf = (scope: Scope) => (scope.role === "app" ? APP_ROLE_SQL : "'none'");
+
+/**
+ * The statement that switches to the scope's role and sets every setting: transaction-local
+ * (`local`), or for the rest of the session.
+ */
+const scopeText = (role: Scope["role"], local: boolean) =>
+  `SELECT set_config('role', ${roleOf({ role, settings: {} })}, ${local}), ${SETTINGS.map(
+    (s, i) => `set_config('${s}', $${i + 1}, ${local})`,
+  ).join(", ")}`;
+// Built once: every call of a request's hot path sets its scope.
+const SCOPE_TEXTS = {
+  app: { local: scopeText("app", true), session: scopeText("app", false) },
+  login: { local: scopeText("login", true), session: scopeText("login", false) },
+};
+
+const scopeStatement = (scope: Scope, local: boolean): Statement => ({
+  text: SCOPE_TEXTS[scope.role][local ? "local" : "session"],
   params: SETTINGS.map((s) => scope.settings[s] ?? ""),
 });
+
+/** Equal keys, equal statements: the role and every setting's value (JSON: no two alike). */
+const keyOf = (scope: Scope) => JSON.stringify([scope.role, ...SETTINGS.map((s) => scope.settings[s] ?? "")]);
+
+/** The scope as a connection's session keeps it between statements (`SqlDatabase.queryIn`). */
+export const sessionScope = (scope: Scope): SessionScope => ({
+  key: keyOf(scope),
+  set: scopeStatement(scope, false),
+});
+
+/**
+ * The session a connection starts in and that every statement outside a scope needs: the login
+ * role, every setting empty (as unset, the policies match no row). Its statement has no
+ * parameters, so it also goes in front of a text of several statements.
+ */
+export const neutralSession: SessionScope = {
+  key: keyOf(loginScope),
+  set: {
+    text: `SELECT set_config('role', 'none', false), ${SETTINGS.map((s) => `set_config('${s}', '', false)`).join(", ")}`,
+    params: [],
+  },
+};
+
+/** The neutral scope for the rest of one transaction only. */
+export const neutralInTransaction = neutralSession.set.text.replaceAll(", false)", ", true)");
 
 /** Statements, each run in a scope. */
 export interface ScopedSql {
@@ -65,11 +103,12 @@ export interface ScopedSql {
 }
 
 /**
- * Each statement in a transaction of its own, opened in the statement's scope: BEGIN, the scope,
- * the statement and COMMIT, in one round trip on a server (`SqlDatabase.queryAfter`).
+ * Each statement on a connection whose session is in the statement's scope
+ * (`SqlDatabase.queryIn`): the statement alone when the session already is, else the scope set
+ * for the session and the statement in one transaction (one round trip on a server).
  */
 export const standaloneScoped = (db: SqlDatabase): ScopedSql => ({
-  query: (scope, text, params) => db.queryAfter(scopeStatement(scope), text, params),
+  query: (scope, text, params) => db.queryIn(sessionScope(scope), text, params),
 });
 
 /**
@@ -83,9 +122,9 @@ export const transactionScoped = (tx: Queryable): ScopedSql => {
   return {
     query: <R>(scope: Scope, text: string, params?: ReadonlyArray<unknown>) => {
       const run = tail.then(async () => {
-        const key = JSON.stringify(scope);
+        const key = keyOf(scope);
         if (key === current) return tx.query<R>(text, params);
-        const set = scopeStatement(scope);
+        const set = scopeStatement(scope, true);
         const [setting, result] = await Promise.allSettled([
           tx.query(set.text, set.params),
           tx.query<R>(text, params),

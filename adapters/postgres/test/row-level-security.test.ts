@@ -5,6 +5,8 @@ import {
   postgresStorage,
   type Queryable,
   type SqlDatabase,
+  standaloneScoped,
+  tenantScope,
 } from "@vod/adapter-postgres";
 import { anAsset, aTenant, suiteName, testServices, uid } from "@vod/contract-tests";
 import { Effect } from "effect";
@@ -232,6 +234,44 @@ onEachEngine(({ name, open }) => {
         const { rows } = await db.query(`SELECT 1 FROM ${table} WHERE ${tenantColumn(table)} = $1`, [b]);
         expect({ table, rows: rows.length }).toEqual({ table, rows: 1 });
       }
+    });
+
+    it("runs each statement in its own scope on connections that statements of other scopes left set", async () => {
+      const db = await engine.db();
+      const [a, b] = [uid("tnt"), uid("tnt")];
+      await seed(db, a);
+      await seed(db, b);
+      const sql = standaloneScoped(db);
+      const seen = async (tenant: string, params?: unknown[]) =>
+        (await sql.query(tenantScope(tenant), "SELECT DISTINCT tenant_id AS t FROM assets", params)).rows;
+      // The session kept from one statement to the next, switched, and with a text of no parameters.
+      expect([await seen(a, []), await seen(a, []), await seen(b, []), await seen(a), await seen(b)]).toEqual(
+        [[{ t: a }], [{ t: a }], [{ t: b }], [{ t: a }], [{ t: b }]],
+      );
+      // Many at once, alternating, each on whatever connection (or turn on PGlite's one) it gets.
+      const all = await Promise.all(Array.from({ length: 40 }, (_, i) => seen(i % 2 ? a : b, [])));
+      expect(all).toEqual(Array.from({ length: 40 }, (_, i) => [{ t: i % 2 ? a : b }]));
+      // A statement that fails in a scope leaves none of it to the next.
+      await expect(sql.query(tenantScope(a), "SELECT no_such_column FROM assets", [])).rejects.toThrow();
+      expect(await seen(b, [])).toEqual([{ t: b }]);
+      // Work outside any scope, on the connections the scoped statements used, runs as the login.
+      const neutral =
+        "SELECT current_user = session_user AS login, coalesce(current_setting('vod.tenant_id', true), '') AS tenant";
+      const asLogin = [{ login: true, tenant: "" }];
+      expect((await db.query(neutral)).rows).toEqual(asLogin);
+      await seen(a, []);
+      expect((await db.query(neutral, [])).rows).toEqual(asLogin);
+      await seen(a, []);
+      expect(await db.transaction(async (tx) => (await tx.query(neutral)).rows)).toEqual(asLogin);
+      expect(await db.withConnection(async (conn) => (await conn.query(neutral)).rows)).toEqual(asLogin);
+      expect(
+        (
+          await db.query(
+            "SELECT count(DISTINCT tenant_id)::int AS n FROM assets WHERE tenant_id IN ($1, $2)",
+            [a, b],
+          )
+        ).rows,
+      ).toEqual([{ n: 2 }]);
     });
 
     it("shows nothing tenant-owned to the app role with no tenant set", async () => {

@@ -45,10 +45,10 @@ describe("postgresTelemetrySink on pglite: group commit", () => {
     // The sink inserts after setting its row-level security scope.
     const counting: SqlDatabase = {
       ...db,
-      queryAfter: (first, text, params) => {
+      queryIn: (scope, text, params) => {
         if (text.startsWith("INSERT INTO telemetry_events"))
           statements.push((params as ReadonlyArray<ReadonlyArray<unknown>>)[0]?.length ?? 0);
-        return db.queryAfter(first, text, params);
+        return db.queryIn(scope, text, params);
       },
     };
     return { db, counting, statements };

@@ -1,0 +1,182 @@
+#!/usr/bin/env node
+// Where each API hot path's time goes, per request: CPU of the host's main process, of its
+// embedded database process, of the Postgres server's backends and of Redis, and of the load
+// generator, each in microseconds per request; with --profile, the host's CPU profile by function.
+//
+//   node bench/profile-api.mjs [--set embedded|server] [--duration 5] [--connections 50]
+//                              [--paths limit50,limit1,me] [--profile] [--top 25] [--keep-profile FILE]
+import { copyFile, mkdir, mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import {
+  apiHotPaths,
+  childPids,
+  cli,
+  cpuSeconds,
+  dropBenchSchema,
+  fromRepo,
+  repo,
+  spawnNode,
+  startVodHost,
+  summarizeCpuProfile,
+  table,
+} from "./lib.mjs";
+
+const { values: args } = parseArgs({
+  options: {
+    set: { type: "string", default: "embedded" },
+    duration: { type: "string", default: "5" },
+    connections: { type: "string", default: "50" },
+    paths: { type: "string", default: "limit50,limit1,me" },
+    profile: { type: "boolean", default: false },
+    top: { type: "string", default: "25" },
+    "keep-profile": { type: "string" },
+    "database-url": { type: "string", default: "postgres://postgres@127.0.0.1:5432/postgres" },
+    "redis-url": { type: "string", default: "redis://127.0.0.1:6379" },
+  },
+});
+const duration = Number(args.duration);
+const server = args.set === "server";
+const tag = `${process.pid}_${Date.now().toString(36)}`;
+const schema = `vod_bench_prof_${tag}`;
+const micros = () => Number(process.hrtime.bigint() / 1000n);
+
+/** Total CPU seconds of every process whose command is `comm` (the Postgres backends, Redis). */
+const cpuOfCommand = async (comm) => {
+  let total = 0;
+  for (const name of await readdir("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = await readFile(`/proc/${name}/stat`, "utf8");
+      if (stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")) !== comm) continue;
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      total += (Number(fields[11]) + Number(fields[12])) / 100;
+    } catch {
+      // exited while listing
+    }
+  }
+  return total;
+};
+const cpuOf = async (pid) => {
+  const c = await cpuSeconds(pid);
+  return c.user + c.system;
+};
+
+const scratch = await mkdtemp(join(tmpdir(), "vod-bench-profile-api-"));
+const profiles = join(scratch, "profiles");
+await mkdir(profiles);
+let vod;
+try {
+  vod = await startVodHost({
+    cli,
+    dataDir: join(scratch, "data"),
+    env: {
+      VOD_WORKER_CONCURRENCY: "0",
+      VOD_RATE_LIMIT_API_PER_MINUTE: "100000000",
+      ...(server
+        ? {
+            VOD_DATABASE_URL: args["database-url"],
+            VOD_DATABASE_SCHEMA: schema,
+            VOD_REDIS_URL: args["redis-url"],
+            VOD_REDIS_KEY_PREFIX: `vod-bench-prof:${tag}:`,
+          }
+        : {}),
+    },
+    nodeArgs: args.profile ? ["--cpu-prof", `--cpu-prof-dir=${profiles}`, "--cpu-prof-interval=200"] : [],
+  });
+  const all = Object.fromEntries((await apiHotPaths(vod)).map((path) => [path.id, path]));
+  const hostPid = vod.host.child.pid;
+  const dbPids = await childPids(hostPid);
+  const rows = [];
+  const windows = [];
+  for (const name of args.paths.split(",")) {
+    const path = all[name];
+    const flags = Object.entries(path.headers).flatMap(([h, v]) => ["-H", `${h}=${v}`]);
+    const run = (seconds) =>
+      spawnNode([
+        join(repo, "node_modules/autocannon/autocannon.js"),
+        "-c",
+        args.connections,
+        "-d",
+        String(seconds),
+        "-j",
+        ...flags,
+        path.url,
+      ]);
+    const warm = run(1);
+    await new Promise((r) => warm.child.once("exit", r));
+    const before = {
+      host: await cpuOf(hostPid),
+      db: (await Promise.all(dbPids.map(cpuOf))).reduce((a, b) => a + b, 0),
+      postgres: await cpuOfCommand("postgres"),
+      redis: await cpuOfCommand("redis-server"),
+    };
+    const from = micros();
+    const runner = run(duration);
+    const loadPid = runner.child.pid;
+    let loadCpu = 0;
+    const poll = setInterval(() => {
+      cpuOf(loadPid).then(
+        (s) => {
+          loadCpu = s;
+        },
+        () => undefined,
+      );
+    }, 100);
+    await new Promise((r) => runner.child.once("exit", r));
+    clearInterval(poll);
+    const to = micros();
+    windows.push([from, to]);
+    const text = runner.output();
+    const result = JSON.parse(text.slice(text.indexOf("{"), text.lastIndexOf("}") + 1));
+    const n = result.requests.total;
+    const after = {
+      host: await cpuOf(hostPid),
+      db: (await Promise.all(dbPids.map(cpuOf))).reduce((a, b) => a + b, 0),
+      postgres: await cpuOfCommand("postgres"),
+      redis: await cpuOfCommand("redis-server"),
+    };
+    const us = (s) => ((s * 1e6) / n).toFixed(0);
+    rows.push([
+      name,
+      (n / duration).toFixed(0),
+      us(after.host - before.host),
+      us(after.db - before.db),
+      us(after.postgres - before.postgres),
+      us(after.redis - before.redis),
+      us(loadCpu),
+      `${result.non2xx} non-2xx`,
+    ]);
+  }
+  console.log(
+    `\n${args.set}: CPU µs per request (1/100 s ticks; the Postgres and Redis columns count every process of that name on the machine)\n`,
+  );
+  console.log(
+    table(["path", "req/s", "host", "db process", "postgres", "redis", "load generator", "errors"], rows),
+  );
+  await vod.host.stop();
+  vod = undefined;
+  if (args.profile) {
+    const name = (await readdir(profiles)).find((f) => f.endsWith(".cpuprofile"));
+    if (args["keep-profile"]) await copyFile(join(profiles, name), args["keep-profile"]);
+    const { total, places, functions } = summarizeCpuProfile(
+      JSON.parse(await readFile(join(profiles, name), "utf8")),
+      windows,
+      Number(args.top),
+    );
+    console.log(`\nhost main thread busy ${(total / 1e6).toFixed(2)} s\n`);
+    console.log(table(["where (main thread)", "self s", "share"], places));
+    console.log();
+    console.log(table(["function (main thread)", "self s", "share"], functions));
+  }
+} finally {
+  await vod?.host.stop();
+  if (server) {
+    const { connectPostgres } = await fromRepo("adapters/postgres");
+    const admin = connectPostgres({ connectionString: args["database-url"], poolSize: 1 });
+    for (const s of [schema, `${schema}_jobs`]) await dropBenchSchema(admin, s).catch(() => undefined);
+    await admin.close();
+  }
+  await rm(scratch, { recursive: true, force: true });
+}
