@@ -1,16 +1,6 @@
 import { createHash } from "node:crypto";
-import {
-  type AssembledObject,
-  type ByteStream,
-  isValidRange,
-  NotFound,
-  type ObjectStore,
-  PartRejected,
-  PartsMismatched,
-  StorageError,
-  type StoredObject,
-  type StoredPart,
-} from "@vod/core";
+import type { AssembledObject, ByteStream, ObjectStore, StoredObject, StoredPart } from "@vod/core";
+import { isValidRange, NotFound, PartRejected, PartsMismatched, StorageError } from "@vod/core";
 import { Effect, Option } from "effect";
 
 export interface MemoryObject {

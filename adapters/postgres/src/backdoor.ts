@@ -1,49 +1,42 @@
-import type {
-  ApiKey,
-  Asset,
-  ContentKey,
-  Identity,
-  PlaybackSession,
-  RefreshSession,
-  RefreshToken,
-  Tenant,
-  UploadSession,
-  UserRecord,
-} from "@vod/core";
+import type * as Core from "@vod/core";
 import type { Queryable } from "./sql.js";
 
 /** Raw SQL reads of what the adapter stored, in the shape of `@vod/contract-tests`' StorageBackdoor. */
 export const postgresBackdoor = (sql: Queryable & { readonly schema?: string | undefined }) => {
   const first = async <R>(text: string, params: unknown[]) => (await sql.query<R>(text, params)).rows[0];
   return {
-    tenant: (id: string) => first<Tenant>("SELECT * FROM tenants WHERE id = $1", [id]),
-    user: (id: string) => first<UserRecord>("SELECT * FROM users WHERE id = $1", [id]),
+    tenant: (id: string) => first<Core.Tenant>("SELECT * FROM tenants WHERE id = $1", [id]),
+    user: (id: string) => first<Core.UserRecord>("SELECT * FROM users WHERE id = $1", [id]),
     identity: (provider: "google", subject: string) =>
-      first<Identity>("SELECT * FROM identities WHERE provider = $1 AND subject = $2", [provider, subject]),
+      first<Core.Identity>("SELECT * FROM identities WHERE provider = $1 AND subject = $2", [
+        provider,
+        subject,
+      ]),
     refreshSession: (id: string) =>
-      first<RefreshSession>("SELECT * FROM refresh_sessions WHERE id = $1", [id]),
+      first<Core.RefreshSession>("SELECT * FROM refresh_sessions WHERE id = $1", [id]),
     refreshTokensOfSession: async (sessionId: string) =>
       (
-        await sql.query<RefreshToken>(
+        await sql.query<Core.RefreshToken>(
           "SELECT * FROM refresh_tokens WHERE session_id = $1 ORDER BY created_at",
           [sessionId],
         )
       ).rows,
-    apiKey: (id: string) => first<ApiKey>("SELECT * FROM api_keys WHERE id = $1", [id]),
+    apiKey: (id: string) => first<Core.ApiKey>("SELECT * FROM api_keys WHERE id = $1", [id]),
     // A deleted asset reads as none, as it does in the memory adapter, whose rows go.
     asset: async (id: string) => {
-      const row = await first<Asset & { deleted_at: number | null }>("SELECT * FROM assets WHERE id = $1", [
-        id,
-      ]);
+      const row = await first<Core.Asset & { deleted_at: number | null }>(
+        "SELECT * FROM assets WHERE id = $1",
+        [id],
+      );
       if (row === undefined || row.deleted_at !== null) return undefined;
       const { deleted_at: _, ...asset } = row;
-      return asset as Asset;
+      return asset as Core.Asset;
     },
-    upload: (id: string) => first<UploadSession>("SELECT * FROM upload_sessions WHERE id = $1", [id]),
+    upload: (id: string) => first<Core.UploadSession>("SELECT * FROM upload_sessions WHERE id = $1", [id]),
     playbackSession: (id: string) =>
-      first<PlaybackSession>("SELECT * FROM playback_sessions WHERE id = $1", [id]),
+      first<Core.PlaybackSession>("SELECT * FROM playback_sessions WHERE id = $1", [id]),
     contentKey: (assetId: string) =>
-      first<ContentKey>("SELECT * FROM content_keys WHERE asset_id = $1", [assetId]),
+      first<Core.ContentKey>("SELECT * FROM content_keys WHERE asset_id = $1", [assetId]),
     // pg-boss keeps its jobs in a schema of its own, named after ours (see jobs.ts).
     jobs: async () =>
       (
@@ -51,7 +44,7 @@ export const postgresBackdoor = (sql: Queryable & { readonly schema?: string | u
           `SELECT name, data, state FROM ${sql.schema ?? "vod"}_jobs.job ORDER BY created_on`,
         )
       ).rows,
-    insertUser: async (u: UserRecord) => {
+    insertUser: async (u: Core.UserRecord) => {
       await sql.query(
         `INSERT INTO users (id, tenant_id, email, email_verified, name, role, password_hash, created_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,

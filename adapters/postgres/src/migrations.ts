@@ -137,14 +137,13 @@ CREATE INDEX upload_sessions_expiry_idx ON upload_sessions (expires_at) WHERE st
     version: 3,
     name: "playback sessions, content keys, revocations, telemetry",
     sql: `
+-- One row per playback token minted; ended_at is set when the session is revoked.
 CREATE TABLE playback_sessions (
   id text PRIMARY KEY,
   tenant_id text NOT NULL REFERENCES tenants (id),
   asset_id text NOT NULL REFERENCES assets (id),
   drm boolean NOT NULL,
-  expires_at bigint NOT NULL,
-  created_at bigint NOT NULL,
-  ended_at bigint
+  expires_at bigint NOT NULL, created_at bigint NOT NULL, ended_at bigint
 );
 CREATE INDEX playback_sessions_asset_idx ON playback_sessions (tenant_id, asset_id);
 
@@ -209,12 +208,10 @@ CREATE INDEX assets_status_list_idx ON assets (tenant_id, status, created_at DES
 CREATE TABLE webhooks (
   id text PRIMARY KEY,
   tenant_id text NOT NULL REFERENCES tenants (id),
-  url text NOT NULL,
-  events text[] NOT NULL,
-  description text,
+  url text NOT NULL, events text[] NOT NULL, description text,
+  -- Kept as it is: the sender signs with it.
   secret text NOT NULL,
-  created_at bigint NOT NULL,
-  deleted_at bigint
+  created_at bigint NOT NULL, deleted_at bigint
 );
 CREATE INDEX webhooks_tenant_idx ON webhooks (tenant_id, created_at DESC, id DESC) WHERE deleted_at IS NULL;
 
@@ -223,13 +220,10 @@ CREATE TABLE webhook_deliveries (
   id text PRIMARY KEY,
   tenant_id text NOT NULL REFERENCES tenants (id),
   webhook_id text NOT NULL REFERENCES webhooks (id),
-  event_id text NOT NULL,
-  event_type text NOT NULL,
-  payload text NOT NULL,
+  -- The event, its body fixed when it was recorded.
+  event_id text NOT NULL, event_type text NOT NULL, payload text NOT NULL,
   status text NOT NULL CHECK (status IN ('pending', 'succeeded', 'failed')),
-  attempts integer NOT NULL,
-  last_status_code integer,
-  next_attempt_at bigint,
+  attempts integer NOT NULL, last_status_code integer, next_attempt_at bigint,
   created_at bigint NOT NULL
 );
 CREATE INDEX webhook_deliveries_webhook_idx

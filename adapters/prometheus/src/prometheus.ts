@@ -46,42 +46,44 @@ export const prometheusMetrics = (options: PrometheusOptions = {}): PrometheusMe
   const registers = [registry];
   if (options.defaultMetrics !== false) collectDefaultMetrics({ register: registry });
 
-  const requests = new Histogram({
-    name: "vod_http_request_duration_seconds",
-    help: "HTTP requests answered, by route template, method and status, and how long they took",
-    labelNames: ["route", "method", "status"] as const,
-    registers,
-  });
-  const jobs = new Counter({
-    name: "vod_processing_jobs_total",
-    help: "Processing runs by state: started, or how they ended (ready, failed, skipped, retry, released)",
-    labelNames: ["state"] as const,
-    registers,
-  });
+  // The plain series, one line each: the registry and the label names are all that varies.
+  const counter = <L extends string>(name: string, help: string, labelNames: ReadonlyArray<L> = []) =>
+    new Counter({ name, help, labelNames, registers });
+  const histogram = <L extends string>(
+    name: string,
+    help: string,
+    labelNames: ReadonlyArray<L>,
+    buckets?: number[],
+  ) => new Histogram({ name, help, labelNames, registers, ...(buckets ? { buckets } : {}) });
+
+  const requests = histogram(
+    "vod_http_request_duration_seconds",
+    "HTTP requests answered, by route template, method and status, and how long they took",
+    ["route", "method", "status"],
+  );
+  const jobs = counter(
+    "vod_processing_jobs_total",
+    "Processing runs by state: started, or how they ended (ready, failed, skipped, retry, released)",
+    ["state"],
+  );
   const running = new Gauge({
     name: "vod_processing_jobs_running",
     help: "Processing runs in progress in this process",
     registers,
   });
-  const jobSeconds = new Histogram({
-    name: "vod_processing_job_duration_seconds",
-    help: "How long processing runs took, by how they ended",
-    labelNames: ["state"] as const,
-    // Transcodes run from seconds to hours.
-    buckets: [1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400],
-    registers,
-  });
-  const telemetry = new Counter({
-    name: "vod_telemetry_events_stored_total",
-    help: "Player telemetry events stored",
-    registers,
-  });
-  const webhooks = new Counter({
-    name: "vod_webhook_deliveries_total",
-    help: "Webhook delivery attempts by result (succeeded, retrying, failed)",
-    labelNames: ["result"] as const,
-    registers,
-  });
+  // Transcodes run from seconds to hours.
+  const jobSeconds = histogram(
+    "vod_processing_job_duration_seconds",
+    "How long processing runs took, by how they ended",
+    ["state"],
+    [1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400],
+  );
+  const telemetry = counter("vod_telemetry_events_stored_total", "Player telemetry events stored");
+  const webhooks = counter(
+    "vod_webhook_deliveries_total",
+    "Webhook delivery attempts by result (succeeded, retrying, failed)",
+    ["result"],
+  );
   const redis = options.redis;
   // The Redis adapter keeps the counts; these read them at each scrape.
   new Counter({
