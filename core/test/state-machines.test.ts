@@ -30,6 +30,11 @@ const left = <A>(e: Either.Either<A, IllegalTransition>) => {
   return Either.isLeft(e) ? e.left : undefined;
 };
 
+/** The fields every expiring record below shares: made now, expiring a second later. */
+const lifetime = { created_at: NOW, expires_at: NOW + 1000 };
+/** Whose the sessions below are. */
+const ofAsset = { tenant_id: "tnt_1", asset_id: "ast_1" };
+
 describe("asset", () => {
   const draft = newAssetDraft({ id: "ast_1", tenant_id: "tnt_1", now: NOW });
   // Every source fact, so that the draft's nulls below cover them all.
@@ -118,15 +123,13 @@ describe("asset", () => {
 describe("upload session", () => {
   const session: UploadSession = {
     id: "upl_1",
-    tenant_id: "tnt_1",
-    asset_id: "ast_1",
+    ...ofAsset,
     status: "created",
     part_size: 8 * 1024 * 1024,
     part_count: 3,
     size_bytes: 20 * 1024 * 1024,
     sha256: null,
-    expires_at: NOW + 1000,
-    created_at: NOW,
+    ...lifetime,
     completed_at: null,
     completed_parts: null,
   };
@@ -170,22 +173,30 @@ describe("upload session", () => {
     });
 });
 
-describe("refresh token", () => {
-  const token: RefreshToken = {
-    token_hash: "h",
-    session_id: "ses_1",
-    tenant_id: "tnt_1",
-    user_id: "usr_1",
-    created_at: NOW,
-    expires_at: NOW + 1000,
-    used_at: null,
-  };
-
-  it("a token reads valid, then invalidated once used, and expired at its expiry", () => {
-    expect(refreshTokenState(token, NOW)).toBe("valid");
-    expect(refreshTokenState({ ...token, used_at: NOW + 1 }, NOW + 2)).toBe("invalidated");
-    expect(refreshTokenState(token, NOW + 1000)).toBe("expired");
-  });
+describe("expiring records: live, ended once ended, expired at their expiry", () => {
+  const ofUser = { tenant_id: "tnt_1", user_id: "usr_1" };
+  const token: RefreshToken = { token_hash: "h", session_id: "ses_1", ...ofUser, ...lifetime, used_at: null };
+  const session: PlaybackSession = { id: "pbs_1", ...ofAsset, drm: false, ...lifetime, ended_at: null };
+  const cases = [
+    [
+      "refresh token",
+      (now: number, endedAt: number | null) => refreshTokenState({ ...token, used_at: endedAt }, now),
+      "valid",
+      "invalidated",
+    ],
+    [
+      "playback session",
+      (now: number, endedAt: number | null) => playbackSessionState({ ...session, ended_at: endedAt }, now),
+      "active",
+      "ended",
+    ],
+  ] as const;
+  for (const [name, stateAt, live, ended] of cases)
+    it(`a ${name} reads ${live}, then ${ended} once ended, and expired at its expiry`, () => {
+      expect(stateAt(NOW, null)).toBe(live);
+      expect(stateAt(NOW + 2, NOW + 1)).toBe(ended);
+      expect(stateAt(NOW + 1000, null)).toBe("expired");
+    });
 });
 
 describe("API key", () => {
@@ -206,23 +217,5 @@ describe("API key", () => {
     const revoked = right(transitionApiKey(key, { type: "revoke" }, NOW + 5));
     expect(revoked.revoked_at).toBe(NOW + 5);
     expect(right(transitionApiKey(revoked, { type: "revoke" }, NOW + 9)).revoked_at).toBe(NOW + 5);
-  });
-});
-
-describe("playback session", () => {
-  const session: PlaybackSession = {
-    id: "pbs_1",
-    tenant_id: "tnt_1",
-    asset_id: "ast_1",
-    drm: false,
-    expires_at: NOW + 1000,
-    created_at: NOW,
-    ended_at: null,
-  };
-
-  it("reads active, ended once ended, and expired at its expiry", () => {
-    expect(playbackSessionState(session, NOW)).toBe("active");
-    expect(playbackSessionState({ ...session, ended_at: NOW + 1 }, NOW + 1)).toBe("ended");
-    expect(playbackSessionState(session, NOW + 1000)).toBe("expired");
   });
 });

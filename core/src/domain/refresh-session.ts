@@ -1,3 +1,5 @@
+import { type Expiring, expiryState } from "./expiry.js";
+
 /**
  * A refresh session is the family of every token pair descended from one sign-in.
  * Access tokens carry its id, so revoking it stops them at once.
@@ -13,19 +15,16 @@ export interface RefreshSession {
 
 export type RevokedReason = "logout" | "reuse_detected" | "password_changed";
 
-export interface RefreshToken {
+export interface RefreshToken extends Expiring {
   /** SHA-256 (hex) of the opaque token; the token itself is never stored. */
   readonly token_hash: string;
   readonly session_id: string;
   readonly tenant_id: string;
   readonly user_id: string;
-  readonly created_at: number;
-  readonly expires_at: number;
   /** Set when the token was rotated; presenting it again is reuse. */
   readonly used_at: number | null;
 }
 
-export type RefreshTokenState = "valid" | "invalidated" | "expired";
-
-export const refreshTokenState = (token: RefreshToken, now: number): RefreshTokenState =>
-  token.used_at !== null ? "invalidated" : token.expires_at <= now ? "expired" : "valid";
+export const refreshTokenState = (token: RefreshToken, now: number) =>
+  expiryState(token, token.used_at, now, { ended: "invalidated", live: "valid" });
+export type RefreshTokenState = ReturnType<typeof refreshTokenState>;

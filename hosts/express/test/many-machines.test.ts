@@ -142,6 +142,14 @@ describeWith(
       expect(completed.body.asset.status).toBe("uploaded");
     };
 
+    /** An upload started on `start`, its parts sent to the bucket, completed on `finish`. */
+    const sendAcross = async (start: Host, finish: Host, bytes: Uint8Array, title: string) => {
+      const upload = await begin(start, bytes, title);
+      await putParts(upload, bytes);
+      await complete(finish, upload.id);
+      return upload;
+    };
+
     /** The asset's jobs as the queue holds them. */
     const jobsOf = async (assetId: string) =>
       (
@@ -211,9 +219,7 @@ describeWith(
     };
 
     it("processes an upload started on A, sent to the bucket and completed on B exactly once; it plays from either host", async () => {
-      const upload = await begin(a, clip, "across");
-      await putParts(upload, clip);
-      await complete(b, upload.id);
+      const upload = await sendAcross(a, b, clip, "across");
       const asset = await settledAsset(b.url, auth, upload.assetId, 90_000);
       expect(asset).toMatchObject({ status: "ready", source_width: 160, source_height: 120 });
       await processedOnce(upload.assetId);
@@ -242,9 +248,7 @@ describeWith(
     }, 150_000);
 
     it("refuses on B, within a second, a playback session revoked on A after B had served it", async () => {
-      const upload = await begin(b, clip, "revoked");
-      await putParts(upload, clip);
-      await complete(a, upload.id);
+      const upload = await sendAcross(b, a, clip, "revoked");
       expect((await settledAsset(a.url, auth, upload.assetId, 90_000)).status).toBe("ready");
       const { id, manifest } = await session(a, upload.assetId);
       // B has checked the session and holds it as live in its cache (kept up to 60 s).
@@ -290,9 +294,7 @@ describeWith(
     }, 60_000);
 
     it("deletes on A an asset B is playing: B refuses its manifest at once, and a worker removes its objects from the bucket", async () => {
-      const upload = await begin(a, clip, "deleted");
-      await putParts(upload, clip);
-      await complete(b, upload.id);
+      const upload = await sendAcross(a, b, clip, "deleted");
       expect((await settledAsset(a.url, auth, upload.assetId, 90_000)).status).toBe("ready");
       const objectsOf = async () =>
         (await bucket.backdoor.objects()).filter((o) => o.name.includes(upload.assetId)).map((o) => o.name);
@@ -312,9 +314,7 @@ describeWith(
     }, 120_000);
 
     it("leaves the job of a worker killed mid-job to the other worker, and the asset reaches ready", async () => {
-      const upload = await begin(a, longer, "killed");
-      await putParts(upload, longer);
-      await complete(b, upload.id);
+      const upload = await sendAcross(a, b, longer, "killed");
       // Whichever worker took the job, once it has begun.
       const starter = () =>
         workers.findIndex((w) => logged(w, "processing started", upload.assetId).length > 0);
