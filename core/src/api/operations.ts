@@ -46,6 +46,18 @@ const onBody = <A, I, O, OE>(
   run: (vod: Vod, input: { readonly body: A }, call: AuthedCall) => use(vod)(call.principal, input.body),
 });
 
+/** An operation on the tenant's resources as a whole (a list): who may, what it answers, the use case. */
+const onTenant = <O, OE>(
+  auth: Requirement,
+  output: Schema.Schema<O, OE>,
+  use: (vod: Vod) => (principal: Principal) => Effect.Effect<O, VodError>,
+) => ({
+  auth,
+  input: none,
+  output,
+  run: (vod: Vod, _input: unknown, call: AuthedCall) => use(vod)(call.principal),
+});
+
 const body = <A, I>(schema: Schema.Schema<A, I>) => Schema.Struct({ body: schema });
 const none = Schema.Struct({});
 
@@ -58,6 +70,7 @@ const admin = { scope: "admin" } as const;
 const readAsUser = { scope: "read", kinds: ["user"] } as const;
 
 const AssetReply = Schema.Struct({ asset: Rs.Asset });
+const WebhookCreated = Schema.Struct({ webhook: Rs.Webhook, secret: Schema.String });
 const ApiKeyCreated = Schema.Struct({
   id: Schema.String,
   name: Schema.String,
@@ -148,10 +161,7 @@ export const me = authedOperation({
 export const listApiKeys = authedOperation({
   ...at("GET /v1/api-keys", "listApiKeys", 200),
   summary: "API keys of the tenant, newest first, at most 500.",
-  auth: read,
-  input: none,
-  output: Schema.Struct({ data: Schema.Array(Rs.ApiKey) }),
-  run: (vod, _input, call) => vod.apiKeys.list(call.principal),
+  ...onTenant(read, Schema.Struct({ data: Schema.Array(Rs.ApiKey) }), (vod) => vod.apiKeys.list),
 });
 
 export const createApiKey = authedOperation({
@@ -188,28 +198,19 @@ export const getAsset = authedOperation({
 });
 
 export const updateAsset = authedOperation({
-  id: "updateAsset",
-  method: "PATCH",
-  path: "/v1/assets/:id",
+  ...at("PATCH /v1/assets/:id", "updateAsset", 200),
   summary: "Change an asset's title or visibility; nothing else of it can change.",
-  status: 200,
-  auth: { scope: "write" },
+  auth: write,
   input: Schema.Struct({ params: Rq.IdParams, body: Rq.UpdateAssetBody }),
-  output: Schema.Struct({ asset: Rs.Asset }),
+  output: AssetReply,
   run: (vod, { params, body }, call) => vod.assets.update(call.principal, params.id, body),
 });
 
 export const deleteAsset = authedOperation({
-  id: "deleteAsset",
-  method: "DELETE",
-  path: "/v1/assets/:id",
+  ...at("DELETE /v1/assets/:id", "deleteAsset", 204),
   summary:
     "Delete an asset at once: its open upload is aborted, its playback sessions end, its objects are removed in the background.",
-  status: 204,
-  auth: { scope: "write" },
-  input: params,
-  output: null,
-  run: (vod, { params }, call) => vod.assets.remove(call.principal, params.id),
+  ...onId(write, null, (vod) => vod.assets.remove),
 });
 
 export const startUpload = authedOperation({
@@ -389,72 +390,39 @@ export const clearKeyLicense = publicOperation({
 });
 
 export const createWebhook = authedOperation({
-  id: "createWebhook",
-  method: "POST",
-  path: "/v1/webhooks",
+  ...at("POST /v1/webhooks", "createWebhook", 201),
   summary: "Register an endpoint for the tenant's events; its signing secret is in this response only.",
-  status: 201,
-  auth: { scope: "admin" },
-  input: body(Rq.CreateWebhookBody),
-  output: Schema.Struct({ webhook: Rs.Webhook, secret: Schema.String }),
-  run: (vod, { body }, call) => vod.webhooks.create(call.principal, body),
+  ...onBody(admin, Rq.CreateWebhookBody, WebhookCreated, (vod) => vod.webhooks.create),
 });
 
 export const listWebhooks = authedOperation({
-  id: "listWebhooks",
-  method: "GET",
-  path: "/v1/webhooks",
+  ...at("GET /v1/webhooks", "listWebhooks", 200),
   summary: "Webhooks of the tenant, newest first, at most 100.",
-  status: 200,
-  auth: { scope: "admin" },
-  input: none,
-  output: Schema.Struct({ data: Schema.Array(Rs.Webhook) }),
-  run: (vod, _input, call) => vod.webhooks.list(call.principal),
+  ...onTenant(admin, Schema.Struct({ data: Schema.Array(Rs.Webhook) }), (vod) => vod.webhooks.list),
 });
 
 export const getWebhook = authedOperation({
-  id: "getWebhook",
-  method: "GET",
-  path: "/v1/webhooks/:id",
+  ...at("GET /v1/webhooks/:id", "getWebhook", 200),
   summary: "One webhook of the tenant.",
-  status: 200,
-  auth: { scope: "admin" },
-  input: params,
-  output: Schema.Struct({ webhook: Rs.Webhook }),
-  run: (vod, { params }, call) => vod.webhooks.get(call.principal, params.id),
+  ...onId(admin, Schema.Struct({ webhook: Rs.Webhook }), (vod) => vod.webhooks.get),
 });
 
 export const deleteWebhook = authedOperation({
-  id: "deleteWebhook",
-  method: "DELETE",
-  path: "/v1/webhooks/:id",
+  ...at("DELETE /v1/webhooks/:id", "deleteWebhook", 204),
   summary: "Delete a webhook; nothing more is sent to it.",
-  status: 204,
-  auth: { scope: "admin" },
-  input: params,
-  output: null,
-  run: (vod, { params }, call) => vod.webhooks.remove(call.principal, params.id),
+  ...onId(admin, null, (vod) => vod.webhooks.remove),
 });
 
 export const listWebhookDeliveries = authedOperation({
-  id: "listWebhookDeliveries",
-  method: "GET",
-  path: "/v1/webhooks/:id/deliveries",
+  ...at("GET /v1/webhooks/:id/deliveries", "listWebhookDeliveries", 200),
   summary: "A webhook's deliveries, newest first, at most 100: status, attempts, last status code.",
-  status: 200,
-  auth: { scope: "admin" },
-  input: params,
-  output: Schema.Struct({ data: Schema.Array(Rs.WebhookDelivery) }),
-  run: (vod, { params }, call) => vod.webhooks.deliveries(call.principal, params.id),
+  ...onId(admin, Schema.Struct({ data: Schema.Array(Rs.WebhookDelivery) }), (vod) => vod.webhooks.deliveries),
 });
 
 export const redeliverWebhook = authedOperation({
-  id: "redeliverWebhook",
-  method: "POST",
-  path: "/v1/webhooks/:id/deliveries/:delivery_id/redeliver",
+  ...at("POST /v1/webhooks/:id/deliveries/:delivery_id/redeliver", "redeliverWebhook", 202),
   summary: "Send a delivery's event again (same webhook-id), as a new delivery.",
-  status: 202,
-  auth: { scope: "admin" },
+  auth: admin,
   input: Schema.Struct({ params: Rq.DeliveryParams }),
   output: Schema.Struct({ delivery: Rs.WebhookDelivery }),
   run: (vod, { params }, call) => vod.webhooks.redeliver(call.principal, params.id, params.delivery_id),
