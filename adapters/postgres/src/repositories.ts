@@ -129,8 +129,25 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
     attempt(() => sql.query<R>(scope, text, params), storageError);
   const one = <R>(scope: Scope, text: string, params: ReadonlyArray<unknown>) =>
     Effect.map(run<R>(scope, text, params), (r) => Option.fromNullable(r.rows[0]));
+  /** The tenant's row of `table` with this id (and `also` true), if any. */
+  /** The tenant's row of `table` with this id (and `also` true), if any; the text built once. */
+  const byId = <R>(table: string, columns: string, also = "") => {
+    const text = `SELECT ${columns} FROM ${table} WHERE tenant_id = $1 AND id = $2${also}`;
+    return (tenantId: string, id: string) => one<R>(tenantScope(tenantId), text, [tenantId, id]);
+  };
   const write = (scope: Scope, text: string, params: ReadonlyArray<unknown>) =>
     Effect.asVoid(run(scope, text, params));
+  /** The row a lookup that discovers the tenant finds by its one key (a hash), in that key's scope. */
+  const byKey =
+    <R>(setting: string, text: string) =>
+    (key: string) =>
+      one<R>(lookupScope({ [setting]: key }), text, [key]);
+  /** Sets one column of the tenant's row of `table` with this id (where `also` holds). */
+  const setById = (table: string, column: string, also = "") => {
+    const text = `UPDATE ${table} SET ${column} = $3 WHERE tenant_id = $1 AND id = $2${also}`;
+    return (tenantId: string, id: string, value: unknown) =>
+      write(tenantScope(tenantId), text, [tenantId, id, value]);
+  };
   /** Whether the statement changed exactly one row: of racing conditional updates, one wins. */
   const changedOne = (scope: Scope, text: string, params: ReadonlyArray<unknown>) =>
     Effect.map(run(scope, text, params), (r) => r.rowCount === 1);
@@ -165,29 +182,15 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
           [u.id, u.tenant_id, u.email, u.email_verified, u.name, u.role, u.password_hash, u.created_at],
           "an account with this email already exists",
         ),
-      get: (tenantId, id) =>
-        one<UserRecord>(tenantScope(tenantId), `SELECT ${USER} FROM users WHERE tenant_id = $1 AND id = $2`, [
-          tenantId,
-          id,
-        ]),
+      get: byId<UserRecord>("users", USER),
       findByEmail: (email) =>
         one<UserRecord>(
           lookupScope({ "vod.email": email.trim() }),
           `SELECT ${USER} FROM users WHERE lower(email) = lower($1)`,
           [email.trim()],
         ),
-      setPasswordHash: (tenantId, id, hash) =>
-        write(tenantScope(tenantId), "UPDATE users SET password_hash = $3 WHERE tenant_id = $1 AND id = $2", [
-          tenantId,
-          id,
-          hash,
-        ]),
-      setEmailVerified: (tenantId, id, verified) =>
-        write(
-          tenantScope(tenantId),
-          "UPDATE users SET email_verified = $3 WHERE tenant_id = $1 AND id = $2",
-          [tenantId, id, verified],
-        ),
+      setPasswordHash: setById("users", "password_hash"),
+      setEmailVerified: setById("users", "email_verified"),
     },
     identities: {
       insert: (i) =>
@@ -206,12 +209,7 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
     },
     refreshSessions: {
       insertSession: (s) => write(tenantScope(s.tenant_id), ...insertOf("refresh_sessions", SESSION, s)),
-      getSession: (tenantId, id) =>
-        one<RefreshSession>(
-          tenantScope(tenantId),
-          `SELECT ${SESSION} FROM refresh_sessions WHERE tenant_id = $1 AND id = $2`,
-          [tenantId, id],
-        ),
+      getSession: byId<RefreshSession>("refresh_sessions", SESSION),
       revokeSession: (tenantId, id, at, reason) =>
         write(
           tenantScope(tenantId),
@@ -227,12 +225,10 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
           [tenantId, userId, exceptSessionId, at, reason],
         ),
       insertToken: (t) => write(tenantScope(t.tenant_id), ...insertOf("refresh_tokens", TOKEN, t)),
-      findToken: (hash) =>
-        one<RefreshToken>(
-          lookupScope({ "vod.refresh_token_hash": hash }),
-          `SELECT ${TOKEN} FROM refresh_tokens WHERE token_hash = $1`,
-          [hash],
-        ),
+      findToken: byKey<RefreshToken>(
+        "vod.refresh_token_hash",
+        `SELECT ${TOKEN} FROM refresh_tokens WHERE token_hash = $1`,
+      ),
       // The row lock taken by UPDATE makes a concurrent second call wait, then find used_at set.
       markTokenUsed: (hash, at) =>
         changedOne(
@@ -243,18 +239,8 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
     },
     apiKeys: {
       insert: (k) => write(tenantScope(k.tenant_id), ...insertOf("api_keys", API_KEY, k)),
-      get: (tenantId, id) =>
-        one<ApiKey>(
-          tenantScope(tenantId),
-          `SELECT ${API_KEY} FROM api_keys WHERE tenant_id = $1 AND id = $2`,
-          [tenantId, id],
-        ),
-      findByHash: (hash) =>
-        one<ApiKey>(
-          lookupScope({ "vod.api_key_hash": hash }),
-          `SELECT ${API_KEY} FROM api_keys WHERE key_hash = $1`,
-          [hash],
-        ),
+      get: byId<ApiKey>("api_keys", API_KEY),
+      findByHash: byKey<ApiKey>("vod.api_key_hash", `SELECT ${API_KEY} FROM api_keys WHERE key_hash = $1`),
       list: (tenantId, limit) =>
         Effect.map(
           run<ApiKey>(
@@ -264,18 +250,8 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
           ),
           (r) => r.rows,
         ),
-      revoke: (tenantId, id, at) =>
-        write(
-          tenantScope(tenantId),
-          "UPDATE api_keys SET revoked_at = $3 WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL",
-          [tenantId, id, at],
-        ),
-      touch: (tenantId, id, at) =>
-        write(
-          tenantScope(tenantId),
-          "UPDATE api_keys SET last_used_at = $3 WHERE tenant_id = $1 AND id = $2",
-          [tenantId, id, at],
-        ),
+      revoke: setById("api_keys", "revoked_at", " AND revoked_at IS NULL"),
+      touch: setById("api_keys", "last_used_at"),
     },
     assets: {
       insert: (a) =>
@@ -284,12 +260,7 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
           `INSERT INTO assets (${ASSET}) VALUES (${placeholders(ASSET_COLUMNS.length)})`,
           ASSET_COLUMNS.map((c) => a[c]),
         ),
-      get: (tenantId, id) =>
-        one<Asset>(
-          tenantScope(tenantId),
-          `SELECT ${ASSET} FROM assets WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL`,
-          [tenantId, id],
-        ),
+      get: byId<Asset>("assets", ASSET, " AND deleted_at IS NULL"),
       list: (tenantId, { status, limit, after }) => {
         const params: unknown[] = [tenantId];
         let where = "tenant_id = $1 AND deleted_at IS NULL";
@@ -357,12 +328,7 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
           ],
           "an upload is already in progress for this asset",
         ),
-      get: (tenantId, id) =>
-        one<UploadSession>(
-          tenantScope(tenantId),
-          `SELECT ${UPLOAD} FROM upload_sessions WHERE tenant_id = $1 AND id = $2`,
-          [tenantId, id],
-        ),
+      get: byId<UploadSession>("upload_sessions", UPLOAD),
       findOpen: (tenantId, assetId) =>
         one<UploadSession>(
           tenantScope(tenantId),
@@ -400,18 +366,11 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
           "INSERT INTO playback_sessions (id, tenant_id, asset_id, drm, expires_at, created_at, ended_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
           [p.id, p.tenant_id, p.asset_id, p.drm, p.expires_at, p.created_at, p.ended_at],
         ),
-      get: (tenantId, id) =>
-        one<PlaybackSession>(
-          tenantScope(tenantId),
-          "SELECT id, tenant_id, asset_id, drm, expires_at, created_at, ended_at FROM playback_sessions WHERE tenant_id = $1 AND id = $2",
-          [tenantId, id],
-        ),
-      end: (tenantId, id, at) =>
-        write(
-          tenantScope(tenantId),
-          "UPDATE playback_sessions SET ended_at = $3 WHERE tenant_id = $1 AND id = $2 AND ended_at IS NULL",
-          [tenantId, id, at],
-        ),
+      get: byId<PlaybackSession>(
+        "playback_sessions",
+        "id, tenant_id, asset_id, drm, expires_at, created_at, ended_at",
+      ),
+      end: setById("playback_sessions", "ended_at", " AND ended_at IS NULL"),
       endForAsset: (tenantId, assetId, at, expiringAfter) =>
         Effect.zipRight(
           write(
@@ -522,12 +481,7 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
           w.created_at,
           w.deleted_at,
         ]),
-      get: (tenantId, id) =>
-        one<Webhook>(
-          tenantScope(tenantId),
-          `SELECT ${WEBHOOK} FROM webhooks WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL`,
-          [tenantId, id],
-        ),
+      get: byId<Webhook>("webhooks", WEBHOOK, " AND deleted_at IS NULL"),
       list: (tenantId, limit) =>
         Effect.map(
           run<Webhook>(
@@ -577,12 +531,7 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
             d.created_at,
           ],
         ),
-      get: (tenantId, id) =>
-        one<WebhookDelivery>(
-          tenantScope(tenantId),
-          `SELECT ${DELIVERY} FROM webhook_deliveries WHERE tenant_id = $1 AND id = $2`,
-          [tenantId, id],
-        ),
+      get: byId<WebhookDelivery>("webhook_deliveries", DELIVERY),
       listByWebhook: (tenantId, webhookId, limit) =>
         Effect.map(
           run<WebhookDelivery>(
