@@ -13,12 +13,16 @@ export const EpochMs = Schema.Int.annotations({
 /** An absolute URL the client follows as it is (upload part, manifest, telemetry, entitlement). */
 const Url = Schema.String.annotations({ jsonSchema: { type: "string", format: "uri" } });
 
+/** A struct the OpenAPI document names as a component of its own. */
+const component = <F extends Schema.Struct.Fields>(identifier: string, fields: F) =>
+  Schema.Struct(fields).annotations({ identifier });
+
 export const Scope = Schema.Literal(...scopes);
 export const Role = Schema.Literal(...roles);
 export const AssetStatus = Schema.Literal(...assetStatuses);
 export const AssetVisibility = Schema.Literal(...assetVisibilities);
 
-export const User = Schema.Struct({
+export const User = component("User", {
   id: Schema.String,
   tenant_id: Schema.String,
   email: Schema.String,
@@ -26,18 +30,18 @@ export const User = Schema.Struct({
   name: Schema.NullOr(Schema.String),
   role: Role,
   created_at: EpochMs,
-}).annotations({ identifier: "User" });
+});
 
-export const Tenant = Schema.Struct({
+export const Tenant = component("Tenant", {
   id: Schema.String,
   slug: Schema.String,
   name: Schema.String,
   plan: Schema.Literal(...tenantPlans),
   status: Schema.Literal(...tenantStatuses),
   created_at: EpochMs,
-}).annotations({ identifier: "Tenant" });
+});
 
-export const ApiKey = Schema.Struct({
+export const ApiKey = component("ApiKey", {
   id: Schema.String,
   name: Schema.String,
   prefix: Schema.String,
@@ -46,9 +50,9 @@ export const ApiKey = Schema.Struct({
   expires_at: Schema.NullOr(EpochMs),
   revoked_at: Schema.NullOr(EpochMs),
   created_at: EpochMs,
-}).annotations({ identifier: "ApiKey" });
+});
 
-export const Asset = Schema.Struct({
+export const Asset = component("Asset", {
   id: Schema.String,
   title: Schema.String,
   status: AssetStatus,
@@ -65,7 +69,7 @@ export const Asset = Schema.Struct({
   visibility: AssetVisibility,
   published_at: Schema.NullOr(EpochMs),
   created_at: EpochMs,
-}).annotations({ identifier: "Asset" });
+});
 
 /** The token fields of signup, login, google and refresh responses. */
 export const TokenFields = {
@@ -107,7 +111,7 @@ export const UploadStarted = Schema.Struct({ ...UploadFields, parts: Schema.Arra
   identifier: "UploadStarted",
 });
 
-export const UploadResumed = Schema.Struct({
+export const UploadResumed = component("UploadResumed", {
   ...UploadFields,
   ...UploadState,
   uploaded_parts: Schema.Array(
@@ -116,7 +120,7 @@ export const UploadResumed = Schema.Struct({
     }),
   ),
   missing_part_urls: Schema.Array(PartUrl),
-}).annotations({ identifier: "UploadResumed" });
+});
 
 export const UploadSession = Schema.Struct({ ...UploadFields, ...UploadState }).annotations({
   identifier: "UploadSession",
@@ -143,7 +147,7 @@ const KeySystem = Schema.Struct({
 }).annotations({ identifier: "KeySystem" });
 
 /** A DRM session's entitlement: the configured key systems among the four DECISIONS names. */
-export const Entitlement = Schema.Struct({
+export const Entitlement = component("Entitlement", {
   expires_at: EpochMs,
   license_headers: Schema.Struct({ "x-vod-license-token": Schema.String }),
   key_systems: Schema.Struct({
@@ -152,25 +156,25 @@ export const Entitlement = Schema.Struct({
     "com.microsoft.playready": Schema.optional(KeySystem),
     "com.apple.fps": Schema.optional(KeySystem),
   }),
-}).annotations({ identifier: "Entitlement" });
+});
 
 /** The W3C ClearKey licence: a JWK set. */
-export const ClearKeyLicense = Schema.Struct({
+export const ClearKeyLicense = component("ClearKeyLicense", {
   keys: Schema.Array(Schema.Struct({ kty: Schema.Literal("oct"), kid: Schema.String, k: Schema.String })),
   type: Schema.String,
-}).annotations({ identifier: "ClearKeyLicense" });
+});
 
 export const WebhookEventType = Schema.Literal(...webhookEventTypes);
 
-export const Webhook = Schema.Struct({
+export const Webhook = component("Webhook", {
   id: Schema.String,
   url: Url,
   events: Schema.Array(Schema.Union(WebhookEventType, Schema.Literal("*"))),
   description: Schema.NullOr(Schema.String),
   created_at: EpochMs,
-}).annotations({ identifier: "Webhook" });
+});
 
-export const WebhookDelivery = Schema.Struct({
+export const WebhookDelivery = component("WebhookDelivery", {
   id: Schema.String,
   event_id: Schema.String,
   event_type: WebhookEventType,
@@ -179,4 +183,4 @@ export const WebhookDelivery = Schema.Struct({
   last_status_code: Schema.NullOr(Schema.Int),
   next_attempt_at: Schema.NullOr(EpochMs),
   created_at: EpochMs,
-}).annotations({ identifier: "WebhookDelivery" });
+});
