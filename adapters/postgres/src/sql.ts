@@ -357,20 +357,50 @@ export const overPglite = (db: Pick<PGlite, "query" | "exec">): Queryable => ({
 const described = new WeakMap<PGlite, Map<string, ReadonlyArray<number>>>();
 const DESCRIBED_TEXTS = 1000;
 
-const paramTypes = async (db: PGlite, text: string) => {
+const describedTexts = (db: PGlite) => {
   let texts = described.get(db);
   if (!texts) {
     texts = new Map();
     described.set(db, texts);
   }
-  let types = texts.get(text);
-  if (!types) {
-    types = (await db.describeQuery(text)).queryParams.map((p) => p.dataTypeID);
-    // The adapter's texts are a fixed set; the bound only guards against one that is not.
-    if (texts.size >= DESCRIBED_TEXTS) texts.clear();
-    texts.set(text, types);
-  }
+  return texts;
+};
+
+const remember = (db: PGlite, text: string, types: ReadonlyArray<number>) => {
+  const texts = describedTexts(db);
+  // The adapter's texts are a fixed set; the bound only guards against one that is not.
+  if (texts.size >= DESCRIBED_TEXTS) texts.clear();
+  texts.set(text, types);
   return types;
+};
+
+const paramTypes = async (db: PGlite, text: string) =>
+  describedTexts(db).get(text) ??
+  remember(
+    db,
+    text,
+    (await db.describeQuery(text)).queryParams.map((p) => p.dataTypeID),
+  );
+
+/**
+ * The parameter types of `text` as the session's current role sees it, for a caller that holds
+ * the connection (PGlite's describeQuery would wait for it). Name lookup is checked at parse
+ * time: a text of pg-boss's schema, described while the session is in a tenant's scope, would be
+ * refused as the app role.
+ */
+const describeHeld = async (db: PGlite, text: string) => {
+  const messages = await db.execProtocolStream(
+    concat([
+      protocol.serialize.parse({ text }),
+      protocol.serialize.describe({ type: "S" }),
+      protocol.serialize.sync(),
+    ]),
+    { syncToFs: false },
+  );
+  const description = messages.find((m) => m.name === "parameterDescription") as
+    | { readonly dataTypeIDs?: ReadonlyArray<number> }
+    | undefined;
+  return remember(db, text, [...(description?.dataTypeIDs ?? [])]);
 };
 
 /** Parse, bind, describe and execute one statement, its parameters serialized as PGlite's `query` would. */
@@ -435,12 +465,25 @@ export const pgliteSession = (db: PGlite) => {
     rowMode?: "array",
   ) => {
     const simple = params === undefined || params.length === 0;
-    const types = simple ? [] : await paramTypes(db, text);
+    const known = simple ? [] : describedTexts(db).get(text);
+    // The scope's own statement reads no table: described in any scope alike.
     const setTypes = await paramTypes(db, scope.set.text);
     return db._runExclusiveTransaction(() =>
       db._runExclusiveQuery(async () => {
-        const switching = session !== scope.key;
-        const set = switching ? extendedMessages(db, scope.set.text, setTypes, scope.set.params) : [];
+        let switching = session !== scope.key;
+        const setMessages = () => extendedMessages(db, scope.set.text, setTypes, scope.set.params);
+        let types = known;
+        if (types === undefined) {
+          // First sight of the text: described in the scope it runs in, as the role it runs as.
+          if (switching) {
+            session = UNKNOWN;
+            await run(concat([...setMessages(), protocol.serialize.sync()]));
+            session = scope.key;
+            switching = false;
+          }
+          types = await describeHeld(db, text);
+        }
+        const set = switching ? setMessages() : [];
         if (switching) session = UNKNOWN;
         if (simple) {
           if (switching) {

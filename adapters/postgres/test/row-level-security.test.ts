@@ -264,6 +264,19 @@ onEachEngine(({ name, open }) => {
       await seen(a, []);
       expect(await db.transaction(async (tx) => (await tx.query(neutral)).rows)).toEqual(asLogin);
       expect(await db.withConnection(async (conn) => (await conn.query(neutral)).rows)).toEqual(asLogin);
+      // A text first seen right after a tenant's statement, on a schema the app role may not use
+      // (as pg-boss's is), is read as the login: on PGlite its parameter types are described in
+      // the scope it runs in, not in the one the session was left in.
+      const hidden = uid("vod_hidden").toLowerCase();
+      await db.exec(`CREATE SCHEMA ${hidden}; CREATE TABLE ${hidden}.t (n int)`);
+      try {
+        await seen(a, []);
+        expect((await db.query(`SELECT count(*)::int AS n FROM ${hidden}.t WHERE n > $1`, [0])).rows).toEqual(
+          [{ n: 0 }],
+        );
+      } finally {
+        await db.exec(`DROP SCHEMA ${hidden} CASCADE`);
+      }
       expect(
         (
           await db.query(
