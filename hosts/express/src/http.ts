@@ -113,12 +113,26 @@ export const handle = (vod: Vod, operation: Operation): RequestHandler => {
     );
     if (Exit.isFailure(exit)) return sendFailure(req, res, exit.cause, { operation: operation.id });
     const { status, body, headers, stream } = exit.value;
-    res.status(status);
+    res.statusCode = status;
     if (headers !== undefined) for (const name in headers) res.setHeader(name, headers[name] as string);
     if (stream !== undefined && req.method !== "HEAD") await sendStream(req, res, stream);
     else if (body === undefined) res.end();
-    else res.json(body);
+    else sendJson(req, res, body);
   };
+};
+
+/**
+ * A JSON body as `res.json` sends it (same bytes, type and length; HEAD gets the headers alone),
+ * without the work of `res.send` this API never needs: no ETag (disabled), no freshness check
+ * (no reply here carries a validator; `If-None-Match: *` no longer turns a reply into a bodiless
+ * 304), no content negotiation of the charset.
+ */
+const sendJson = (req: Request, res: Response, body: unknown) => {
+  const text = JSON.stringify(body);
+  if (!res.hasHeader("content-type")) res.setHeader("content-type", "application/json; charset=utf-8");
+  res.setHeader("content-length", Buffer.byteLength(text));
+  if (req.method === "HEAD") res.end();
+  else res.end(text);
 };
 
 /**
