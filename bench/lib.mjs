@@ -1,7 +1,7 @@
 // Helpers of the benchmarks: child processes, memory sampling, one HTTP client for every server.
 import { execFileSync, spawn } from "node:child_process";
 import { randomFillSync } from "node:crypto";
-import { createReadStream, writeFileSync } from "node:fs";
+import { createReadStream, readFileSync, writeFileSync } from "node:fs";
 import { open, readFile } from "node:fs/promises";
 import { Agent, request } from "node:http";
 import { createServer } from "node:net";
@@ -302,10 +302,17 @@ export const partsOf = (size, partSize) =>
     length: Math.min(partSize, size - i * partSize),
   }));
 
+/** The node flags the image starts the host with (the Dockerfile's ENTRYPOINT), read from there. */
+const HOST_NODE_FLAGS = (() => {
+  const dockerfile = readFileSync(join(repo, "Dockerfile"), "utf8");
+  const entry = /^ENTRYPOINT \[(.*)\]$/m.exec(dockerfile)?.[1] ?? "";
+  return JSON.parse(`[${entry}]`).filter((arg) => arg.startsWith("--") && arg !== "--");
+})();
+
 /**
  * Starts `vod serve` (the built CLI at `cli`) on 127.0.0.1 with its data in `dataDir`, waits for
  * /healthz, signs up a tenant, and answers helpers that drive uploads through it with `parallel`
- * part PUTs in flight. `nodeArgs` go to node before the CLI; `track` wraps the spawned process (the caller stops it on the way out).
+ * part PUTs in flight. The host runs with the image's node flags (`HOST_NODE_FLAGS`), then `nodeArgs`; `track` wraps the spawned process (the caller stops it on the way out).
  */
 export const startVodHost = async ({
   cli,
@@ -318,7 +325,7 @@ export const startVodHost = async ({
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
   const host = track(
-    spawnNode([...nodeArgs, cli, "serve"], {
+    spawnNode([...HOST_NODE_FLAGS, ...nodeArgs, cli, "serve"], {
       PORT: String(port),
       VOD_HOST: "127.0.0.1",
       VOD_BASE_URL: base,

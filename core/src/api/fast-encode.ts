@@ -91,29 +91,41 @@ const compile = (ast: SchemaAST.AST): Encoder | undefined => {
     }
     case "TypeLiteral": {
       if (ast.indexSignatures.length > 0) return undefined;
-      const fields: Array<{ name: PropertyKey; optional: boolean; encode: Encoder }> = [];
+      const fields: Array<{ name: string; optional: boolean; encode: Encoder }> = [];
       for (const p of ast.propertySignatures) {
         const encode = compile(p.type);
         if (!encode || typeof p.name !== "string") return undefined;
         fields.push({ name: p.name, optional: p.isOptional, encode });
       }
-      return (v) => {
-        if (typeof v !== "object" || v === null || Array.isArray(v)) return FAIL;
-        const record = v as Record<PropertyKey, unknown>;
-        const out: Record<PropertyKey, unknown> = {};
-        for (const { name, optional, encode } of fields) {
-          if (!Object.hasOwn(record, name)) {
-            if (optional) continue;
-            return FAIL;
-          }
-          const encoded = encode(record[name]);
-          if (encoded === FAIL) return FAIL;
-          out[name] = encoded;
-        }
-        return out;
-      };
+      return structEncoder(fields);
     }
     default:
       return undefined;
   }
+};
+
+/**
+ * A struct's encoder as a function written for its fields: each field read and written under its
+ * own name, where a loop over the names made every read and write a lookup by a changing key (the
+ * encoder of 50 assets took ~40 µs, most of it there). The names are the schema's own, quoted
+ * with JSON.stringify; nothing a client sends reaches the source.
+ */
+const structEncoder = (
+  fields: ReadonlyArray<{ name: string; optional: boolean; encode: Encoder }>,
+): Encoder => {
+  const steps = fields.map(({ name, optional }, i) => {
+    const key = JSON.stringify(name);
+    return `if (Object.hasOwn(v, ${key})) { e = encoders[${i}](v[${key}]); if (e === FAIL) return FAIL; out[${key}] = e; }${optional ? "" : " else return FAIL;"}`;
+  });
+  const source = `return (v) => {
+    if (typeof v !== "object" || v === null || Array.isArray(v)) return FAIL;
+    const out = {};
+    let e;
+    ${steps.join("\n    ")}
+    return out;
+  };`;
+  return new Function("FAIL", "encoders", source)(
+    FAIL,
+    fields.map((f) => f.encode),
+  ) as Encoder;
 };

@@ -236,13 +236,11 @@ export const makeCredentials = (
 /** What use cases that end or change a credential call to have every node drop it. */
 export type Forget = ReturnType<typeof makeCredentials>["forget"];
 
-/** Forbidden unless the principal is of an allowed kind and holds the scope. */
-export const authorize = (principal: Principal, requirement: Requirement): Effect.Effect<void, Forbidden> => {
+/** Why the principal may not call what needs `requirement`: not of an allowed kind, or short of the scope. */
+export const refusal = (principal: Principal, requirement: Requirement): Forbidden | undefined => {
   if (requirement.kinds !== undefined && !requirement.kinds.includes(principal.kind))
-    return Effect.fail(
-      new Forbidden({ message: `this operation needs a ${requirement.kinds.join(" or ")} credential` }),
-    );
+    return new Forbidden({ message: `this operation needs a ${requirement.kinds.join(" or ")} credential` });
   if (!includesScope(principal.scope, requirement.scope))
-    return Effect.fail(new Forbidden({ message: `this operation needs the ${requirement.scope} scope` }));
-  return Effect.void;
+    return new Forbidden({ message: `this operation needs the ${requirement.scope} scope` });
+  return undefined;
 };

@@ -30,24 +30,64 @@ export const sendError = (res: Response, reply: ErrorReply) => {
 /** The path as logged: playback URLs carry their token in the path, and it never reaches a log. */
 export const loggedPath = (path: string) => path.replace(/^\/v1\/play\/[^/]+/, "/v1/play/[token]");
 
-/** Gives every request an id (the caller's X-Request-Id when sane) and logs it once on finish. */
+const LOGGER = Symbol("vod.logger");
+const CHILD = Symbol("vod.log");
+type Logged = Request & { [LOGGER]?: Logger; [CHILD]?: Logger };
+const lazyLogs = new WeakSet<object>();
+
+/**
+ * `req.log` made on first use: most requests log nothing but their request line (and at `warn`,
+ * not even that), and a child logger per request was work for nothing. The getter lives on the
+ * app's request prototype, installed once.
+ */
+const installLazyLog = (req: Request) => {
+  const proto = Object.getPrototypeOf(req) as object;
+  if (lazyLogs.has(proto)) return;
+  lazyLogs.add(proto);
+  Object.defineProperty(proto, "log", {
+    configurable: true,
+    get(this: Logged): Logger {
+      let child = this[CHILD];
+      if (child === undefined) {
+        const root = this[LOGGER];
+        if (root === undefined) throw new Error("req.log read before requestLog ran");
+        child = root.child({ req_id: this.id });
+        this[CHILD] = child;
+      }
+      return child;
+    },
+    set(this: Logged, value: Logger) {
+      this[CHILD] = value;
+    },
+  });
+};
+
+/**
+ * Gives every request an id (the caller's X-Request-Id when sane) and logs it once on finish;
+ * `finished`, if given, hears of every request at the same moment (the metrics), with its
+ * duration in seconds.
+ */
 export const requestLog =
-  (logger: Logger): RequestHandler =>
+  (logger: Logger, finished?: (req: Request, res: Response, seconds: number) => void): RequestHandler =>
   (req, res, next) => {
-    const given = req.get("x-request-id");
-    req.id = given && /^[\w.-]{1,128}$/.test(given) ? given : randomUUID();
-    req.log = logger.child({ req_id: req.id });
+    const given = req.headers["x-request-id"];
+    req.id = typeof given === "string" && /^[\w.-]{1,128}$/.test(given) ? given : randomUUID();
+    installLazyLog(req);
+    (req as Logged)[LOGGER] = logger;
     res.setHeader("x-request-id", req.id);
     const started = process.hrtime.bigint();
     res.on("finish", () => {
-      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      const ns = Number(process.hrtime.bigint() - started);
+      finished?.(req, res, ns / 1e9);
+      if (!logger.isLevelEnabled("info")) return;
       // The path only: query strings may hold cursors, and later, tokens.
-      req.log.info(
+      logger.info(
         {
+          req_id: req.id,
           method: req.method,
           path: loggedPath(req.path),
           status: res.statusCode,
-          ms: Math.round(ms * 10) / 10,
+          ms: Math.round(ns / 1e5) / 10,
         },
         "request",
       );
@@ -113,12 +153,26 @@ export const handle = (vod: Vod, operation: Operation): RequestHandler => {
     );
     if (Exit.isFailure(exit)) return sendFailure(req, res, exit.cause, { operation: operation.id });
     const { status, body, headers, stream } = exit.value;
-    res.status(status);
+    res.statusCode = status;
     if (headers !== undefined) for (const name in headers) res.setHeader(name, headers[name] as string);
     if (stream !== undefined && req.method !== "HEAD") await sendStream(req, res, stream);
     else if (body === undefined) res.end();
-    else res.json(body);
+    else sendJson(req, res, body);
   };
+};
+
+/**
+ * A JSON body as `res.json` sends it (same bytes, type and length; HEAD gets the headers alone),
+ * without the work of `res.send` this API never needs: no ETag (disabled), no freshness check
+ * (no reply here carries a validator; `If-None-Match: *` no longer turns a reply into a bodiless
+ * 304), no content negotiation of the charset.
+ */
+const sendJson = (req: Request, res: Response, body: unknown) => {
+  const text = JSON.stringify(body);
+  if (!res.hasHeader("content-type")) res.setHeader("content-type", "application/json; charset=utf-8");
+  res.setHeader("content-length", Buffer.byteLength(text));
+  if (req.method === "HEAD") res.end();
+  else res.end(text);
 };
 
 /**

@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { PrometheusMetrics } from "@vod/adapter-prometheus";
 import { StorageError, Unauthorized } from "@vod/core";
-import express, { type RequestHandler, type Response, type Router } from "express";
+import express, { type Request, type RequestHandler, type Response, type Router } from "express";
 import { errorReply } from "./errors.js";
 import { credentialsOf, sendError } from "./http.js";
 
@@ -90,26 +90,22 @@ export const opsRoutes = ({ readiness, metrics, metricsToken }: OpsOptions): Rou
 const UNMATCHED_ROUTE = "unmatched";
 
 /**
- * Times every request and records it, when it finishes, under the template of the route that
- * answered it: routers set `res.locals.route` (the catalog its operation's path), Express's own
- * routes leave `req.route`.
+ * Records every request, when it finishes, under the template of the route that answered it:
+ * routers set `res.locals.route` (the catalog its operation's path), Express's own routes leave
+ * `req.route`. Called by `requestLog`, which times the request once for both.
  */
 export const requestMetrics =
-  (metrics: PrometheusMetrics): RequestHandler =>
-  (req, res, next) => {
-    const started = process.hrtime.bigint();
-    res.on("finish", () => {
-      const route = routeOf(res) ?? (req.route as { path?: unknown } | undefined)?.path;
-      metrics.requestEnded(
-        {
-          route: typeof route === "string" ? route : UNMATCHED_ROUTE,
-          method: req.method,
-          status: res.statusCode,
-        },
-        Number(process.hrtime.bigint() - started) / 1e9,
-      );
-    });
-    next();
+  (metrics: PrometheusMetrics) =>
+  (req: Request, res: Response, seconds: number): void => {
+    const route = routeOf(res) ?? (req.route as { path?: unknown } | undefined)?.path;
+    metrics.requestEnded(
+      {
+        route: typeof route === "string" ? route : UNMATCHED_ROUTE,
+        method: req.method,
+        status: res.statusCode,
+      },
+      seconds,
+    );
   };
 
 const routeOf = (res: Response): string | undefined =>
