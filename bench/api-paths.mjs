@@ -10,10 +10,10 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
 import {
   apiHotPaths,
   autocannonRps,
+  benchArgs,
   cleanUpOnSignals,
   cli,
   describeBuild,
@@ -31,25 +31,21 @@ import {
   table,
 } from "./lib.mjs";
 
-const { values: args } = parseArgs({
-  options: {
+const args = benchArgs(
+  {
     connections: { type: "string", default: "50" },
     duration: { type: "string", default: "8" },
     rounds: { type: "string", default: "3" },
     sets: { type: "string", default: "embedded,server" },
-    "database-url": { type: "string", default: "postgres://postgres@127.0.0.1:5432/postgres" },
-    "redis-url": { type: "string", default: "redis://127.0.0.1:6379" },
   },
-});
+  { redis: true },
+);
 const connections = Number(args.connections);
 const duration = Number(args.duration);
 const rounds = Number(args.rounds);
 const sets = args.sets.split(",");
 const databaseUrl = args["database-url"];
 const redisUrl = args["redis-url"];
-for (const url of [databaseUrl, redisUrl])
-  if (!/^\w+:\/\/([^@/]*@)?(127\.0\.0\.1|localhost)[:/]/.test(url))
-    throw new Error(`only a local server is benchmarked against: ${url}`);
 const log = (message) => process.stderr.write(`[api-paths] ${message}\n`);
 
 const tag = `${process.pid}_${Date.now().toString(36)}`;

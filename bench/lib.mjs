@@ -1,4 +1,5 @@
 // Helpers of the benchmarks: child processes, memory sampling, one HTTP client for every server.
+
 import { execFileSync, spawn } from "node:child_process";
 import { randomFillSync } from "node:crypto";
 import { createReadStream, readFileSync, writeFileSync } from "node:fs";
@@ -8,6 +9,7 @@ import { createServer } from "node:net";
 import { loadavg } from "node:os";
 import { join, relative, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { parseArgs } from "node:util";
 
 export const MiB = 1024 * 1024;
 
@@ -55,6 +57,24 @@ export const pageCacheLeveller = (skip = false) => {
  */
 export const repo = resolve(process.env.VOD_BENCH_REPO ?? fileURLToPath(new URL("..", import.meta.url)));
 export const cli = join(repo, "hosts/express/dist/bin/vod.js");
+/**
+ * A benchmark's command line: `options` as node:util's parseArgs takes them, with
+ * `--database-url` (and `--redis-url` when `redis`) added, refused unless they name this machine:
+ * a benchmark loads the server it is pointed at.
+ */
+export const benchArgs = (options, { redis = false } = {}) => {
+  const { values } = parseArgs({
+    options: {
+      ...options,
+      "database-url": { type: "string", default: "postgres://postgres@127.0.0.1:5432/postgres" },
+      ...(redis ? { "redis-url": { type: "string", default: "redis://127.0.0.1:6379" } } : {}),
+    },
+  });
+  for (const url of [values["database-url"], values["redis-url"]])
+    if (url !== undefined && !/^\w+:\/\/([^@/]*@)?(127\.0\.0\.1|localhost)[:/]/.test(url))
+      throw new Error(`only a local server is benchmarked against: ${url}`);
+  return values;
+};
 /** Imports a built workspace package of `repo` by folder, e.g. `fromRepo("adapters/ffmpeg")`. */
 export const fromRepo = (dir, file = "dist/index.js") => import(pathToFileURL(join(repo, dir, file)).href);
 /**

@@ -8,9 +8,9 @@
 import { copyFile, mkdir, mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
 import {
   apiHotPaths,
+  benchArgs,
   childPids,
   cli,
   cpuSeconds,
@@ -23,8 +23,8 @@ import {
   table,
 } from "./lib.mjs";
 
-const { values: args } = parseArgs({
-  options: {
+const args = benchArgs(
+  {
     set: { type: "string", default: "embedded" },
     duration: { type: "string", default: "5" },
     connections: { type: "string", default: "50" },
@@ -32,10 +32,9 @@ const { values: args } = parseArgs({
     profile: { type: "boolean", default: false },
     top: { type: "string", default: "25" },
     "keep-profile": { type: "string" },
-    "database-url": { type: "string", default: "postgres://postgres@127.0.0.1:5432/postgres" },
-    "redis-url": { type: "string", default: "redis://127.0.0.1:6379" },
   },
-});
+  { redis: true },
+);
 const duration = Number(args.duration);
 const server = args.set === "server";
 const tag = `${process.pid}_${Date.now().toString(36)}`;
