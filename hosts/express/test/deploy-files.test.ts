@@ -138,7 +138,7 @@ describe("deploy files", () => {
 
     const [api] = byKind("Service").containers;
     expect(api?.args).toEqual(["serve"]);
-    expect(api?.startupProbe?.httpGet?.path).toBe("/healthz");
+    expect(api?.startupProbe?.httpGet?.path).toBe("/readyz");
     expect(api?.livenessProbe?.httpGet?.path).toBe("/healthz");
     const apiConfig = loadConfig(withSecrets(api!));
     expect(apiConfig.jobs.workerConcurrency).toBe(0);
