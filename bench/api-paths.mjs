@@ -1,23 +1,12 @@
 #!/usr/bin/env node
-// Requests per second of the API's hot paths against bare Express 5, in one run: the host on the
-// embedded default (PGlite, no Redis) and on the server set (Postgres + Redis), each beside its own
-// baseline measured in the same round. Load comes from autocannon in a process of its own.
-//
-//   node bench/api-paths.mjs                      # 50 connections, 8 s, 3 rounds (~3.5 min)
-//   node bench/api-paths.mjs --duration 2 --rounds 1
-//   options: --connections N, --duration S, --rounds N, --sets embedded,server,
-//            --database-url URL (127.0.0.1 only), --redis-url URL
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
   apiHotPaths,
   autocannonRps,
   benchArgs,
-  cleanUpOnSignals,
+  benchScratch,
   cli,
   describeBuild,
-  dropBenchSchema,
   fmt,
   freePort,
   fromRepo,
@@ -51,32 +40,23 @@ const log = (message) => process.stderr.write(`[api-paths] ${message}\n`);
 const tag = `${process.pid}_${Date.now().toString(36)}`;
 const schema = `vod_bench_api_${tag}`;
 const redisPrefix = `vod-bench-api:${tag}:`;
-const scratch = await mkdtemp(join(tmpdir(), "vod-bench-api-"));
-const children = new Set();
-const track = (spawned) => {
-  children.add(spawned);
-  return spawned;
-};
-
-let cleaning;
-const cleanup = () => {
-  cleaning ??= (async () => {
-    await Promise.all([...children].map((c) => c.stop()));
-    if (sets.includes("server")) {
-      const { connectPostgres } = await fromRepo("adapters/postgres");
-      const admin = connectPostgres({ connectionString: databaseUrl, poolSize: 1 });
-      for (const s of [schema, `${schema}_jobs`]) await dropBenchSchema(admin, s).catch(() => undefined);
-      await admin.close();
-      const { redisBackdoor } = await fromRepo("adapters/redis", "dist/testing.js");
-      const redis = redisBackdoor({ url: redisUrl, keyPrefix: redisPrefix });
-      await redis.clear().catch(() => undefined);
-      await redis.close();
-    }
-    await rm(scratch, { recursive: true, force: true });
-  })();
-  return cleaning;
-};
-cleanUpOnSignals(cleanup, log);
+const usesServer = sets.includes("server");
+const {
+  dir: scratch,
+  track,
+  cleanup,
+} = await benchScratch({
+  dirPrefix: "vod-bench-api-",
+  log,
+  server: usesServer && { databaseUrl, schema },
+  also: async () => {
+    if (!usesServer) return;
+    const { redisBackdoor } = await fromRepo("adapters/redis", "dist/testing.js");
+    const redis = redisBackdoor({ url: redisUrl, keyPrefix: redisPrefix });
+    await redis.clear().catch(() => undefined);
+    await redis.close();
+  },
+});
 
 /** autocannon in its own process: the mean requests per second over `duration`, every reply checked. */
 const load = (url, headers = {}, seconds = duration) => autocannonRps(url, { connections, seconds, headers });

@@ -1,26 +1,14 @@
 #!/usr/bin/env node
-// The cost of an Idempotency-Key on POST /v1/assets, in one run: requests per second without a
-// key, with a fresh key on every request (a claim, the create, the stored response), and with one
-// key sent again and again (every request a replay). Load comes from autocannon in a process of
-// its own, against the host on the embedded default (PGlite) and/or the server set (Postgres).
-//
-//   node bench/idempotency.mjs                    # 20 connections, 5 s, 3 rounds, both sets
-//   node bench/idempotency.mjs --duration 2 --rounds 1 --sets embedded
-//   options: --connections N, --duration S, --rounds N, --sets embedded,server, --database-url URL
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
   autocannonRps,
   benchArgs,
+  benchScratch,
   callJson,
-  cleanUpOnSignals,
   cli,
   describeBuild,
-  dropBenchSchema,
   expectStatus,
   fmt,
-  fromRepo,
   loadAverage,
   median,
   spread,
@@ -43,28 +31,15 @@ const log = (message) => process.stderr.write(`[idempotency] ${message}\n`);
 
 const tag = `${process.pid}_${Date.now().toString(36)}`;
 const schema = `vod_bench_idem_${tag}`;
-const scratch = await mkdtemp(join(tmpdir(), "vod-bench-idem-"));
-const children = new Set();
-const track = (spawned) => {
-  children.add(spawned);
-  return spawned;
-};
-
-let cleaning;
-const cleanup = () => {
-  cleaning ??= (async () => {
-    await Promise.all([...children].map((c) => c.stop()));
-    if (sets.includes("server")) {
-      const { connectPostgres } = await fromRepo("adapters/postgres");
-      const admin = connectPostgres({ connectionString: databaseUrl, poolSize: 1 });
-      for (const s of [schema, `${schema}_jobs`]) await dropBenchSchema(admin, s).catch(() => undefined);
-      await admin.close();
-    }
-    await rm(scratch, { recursive: true, force: true });
-  })();
-  return cleaning;
-};
-cleanUpOnSignals(cleanup, log);
+const {
+  dir: scratch,
+  track,
+  cleanup,
+} = await benchScratch({
+  dirPrefix: "vod-bench-idem-",
+  log,
+  server: sets.includes("server") && { databaseUrl, schema },
+});
 
 const startSet = async (set) => {
   const env = {

@@ -3,10 +3,10 @@
 import { execFileSync, spawn } from "node:child_process";
 import { randomFillSync } from "node:crypto";
 import { createReadStream, readFileSync, writeFileSync } from "node:fs";
-import { open, readFile } from "node:fs/promises";
+import { mkdtemp, open, readFile, rm } from "node:fs/promises";
 import { Agent, request } from "node:http";
 import { createServer } from "node:net";
-import { loadavg } from "node:os";
+import { loadavg, tmpdir } from "node:os";
 import { join, relative, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
@@ -75,6 +75,38 @@ export const benchArgs = (options, { redis = false } = {}) => {
       throw new Error(`only a local server is benchmarked against: ${url}`);
   return values;
 };
+/**
+ * A benchmark's scratch: a temporary directory, the processes it `track`s, and `cleanup`, run once
+ * at its end or on a signal: the processes stopped, the server schema (and its queue's) dropped
+ * when `server` names it, `also` run, the directory removed.
+ */
+export const benchScratch = async ({ dirPrefix, log, server, also }) => {
+  const dir = await mkdtemp(join(tmpdir(), dirPrefix));
+  const children = new Set();
+  let cleaning;
+  const cleanup = () => {
+    cleaning ??= (async () => {
+      await Promise.all([...children].map((c) => c.stop()));
+      if (server) {
+        const { connectPostgres } = await fromRepo("adapters/postgres");
+        const admin = connectPostgres({ connectionString: server.databaseUrl, poolSize: 1 });
+        for (const s of [server.schema, `${server.schema}_jobs`])
+          await dropBenchSchema(admin, s).catch(() => undefined);
+        await admin.close();
+      }
+      await also?.();
+      await rm(dir, { recursive: true, force: true });
+    })();
+    return cleaning;
+  };
+  cleanUpOnSignals(cleanup, log);
+  const track = (spawned) => {
+    children.add(spawned);
+    return spawned;
+  };
+  return { dir, track, cleanup };
+};
+
 /** Imports a built workspace package of `repo` by folder, e.g. `fromRepo("adapters/ffmpeg")`. */
 export const fromRepo = (dir, file = "dist/index.js") => import(pathToFileURL(join(repo, dir, file)).href);
 /**

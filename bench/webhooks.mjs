@@ -1,5 +1,4 @@
 #!/usr/bin/env node
-import { mkdtemp, rm } from "node:fs/promises";
 // Webhook events delivered per second to a receiver on 127.0.0.1: `vod serve` on the embedded
 // default (PGlite) with its worker, one webhook subscribed to asset.created, and assets created
 // 8 at a time; each event is recorded with its asset and delivered, signed, by the job queue.
@@ -8,12 +7,11 @@ import { mkdtemp, rm } from "node:fs/promises";
 //   node bench/webhooks.mjs                 # 500 events, 3 rounds
 //   options: --events N, --rounds N
 import { createServer } from "node:http";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import {
+  benchScratch,
   callJson,
-  cleanUpOnSignals,
   cli,
   describeBuild,
   expectStatus,
@@ -34,13 +32,6 @@ const events = Number(args.events);
 const rounds = Number(args.rounds);
 const log = (message) => process.stderr.write(`[webhooks] ${message}\n`);
 
-const scratch = await mkdtemp(join(tmpdir(), "vod-bench-webhooks-"));
-const children = new Set();
-const track = (spawned) => {
-  children.add(spawned);
-  return spawned;
-};
-
 /** Counts the requests it gets, by path, and the moment of each. */
 let received = [];
 const receiver = createServer((req, res) => {
@@ -53,17 +44,18 @@ const receiver = createServer((req, res) => {
 await new Promise((resolve) => receiver.listen(0, "127.0.0.1", resolve));
 const receiverUrl = `http://127.0.0.1:${receiver.address().port}`;
 
-let cleaning;
-const cleanup = () => {
-  cleaning ??= (async () => {
-    await Promise.all([...children].map((c) => c.stop()));
+const {
+  dir: scratch,
+  track,
+  cleanup,
+} = await benchScratch({
+  dirPrefix: "vod-bench-webhooks-",
+  log,
+  also: async () => {
     receiver.closeAllConnections();
     await new Promise((resolve) => receiver.close(resolve));
-    await rm(scratch, { recursive: true, force: true });
-  })();
-  return cleaning;
-};
-cleanUpOnSignals(cleanup, log);
+  },
+});
 
 const arrived = async (path, count) => {
   const until = Date.now() + 10 * 60_000;
