@@ -4,14 +4,7 @@ import { join } from "node:path";
 import { HOLD, startWebhookReceiver, type WebhookReceiver } from "@vod/contract-tests";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { call, freePort, type Spawned, signUp, startServe, stop } from "./support.js";
-
-const kill = (spawned: Spawned) =>
-  new Promise<void>((resolve) => {
-    if (spawned.child.exitCode !== null || spawned.child.signalCode !== null) return resolve();
-    spawned.child.once("exit", () => resolve());
-    spawned.child.kill("SIGKILL");
-  });
+import { call, freePort, kill, signUp, startServe, stop } from "./support.js";
 
 /**
  * At-least-once delivery across a crash (DECISIONS "Webhooks"): `vod serve` on the embedded
@@ -63,7 +56,7 @@ describe("webhooks across a host killed mid-delivery (embedded PGlite)", () => {
       assetId = asset.body.asset.id;
       await receiver.waitFor(path, 1);
     } finally {
-      await kill(first);
+      await kill(first.child);
     }
 
     const second = await startServe(env, port);
