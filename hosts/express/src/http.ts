@@ -24,7 +24,8 @@ declare module "express-serve-static-core" {
 }
 
 export const sendError = (res: Response, reply: ErrorReply) => {
-  res.status(reply.status).set(reply.headers).json(reply.body);
+  res.status(reply.status).set(reply.headers);
+  sendJson(res.req, res, reply.body);
 };
 
 /** The path as logged: playback URLs carry their token in the path, and it never reaches a log. */
