@@ -236,15 +236,31 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
       },
     );
 
+  /** Each SELECT text's aggregate form once its columns are known (`aggregateOf`); null: none. */
+  const aggregates = new Map<string, Aggregate | null>();
+  /**
+   * The rows of a SELECT the aggregate way when it has one: one JSON text to parse instead of a
+   * field to parse per column and row (client CPU for 51 asset rows 107-191 -> 78-83 µs).
+   */
+  const answer = <R>(text: string, aggregate: Aggregate | null | undefined, results: unknown) => {
+    const result = (Array.isArray(results) ? results[results.length - 1] : results) as pg.QueryResult;
+    if (aggregate) return aggregateRows<R>(aggregate, result.rows[0]?.json);
+    if (aggregate === undefined && aggregates.size < 1000)
+      aggregates.set(text, aggregateOf(text, result.fields));
+    return lastResult<R>(result);
+  };
+
   const queryIn = <R>(scope: SessionScope, text: string, params?: ReadonlyArray<unknown>) =>
     reporting(
       (async () => {
+        const aggregate = params === undefined || params.length === 0 ? null : aggregates.get(text);
+        const run = statement(aggregate ? aggregate.text : text, params);
         const held = await hold();
         if (sessionOf(held.client) === scope.key) {
           try {
-            const results = await held.client.query(statement(text, params));
+            const results = await held.client.query(run);
             held.release();
-            return lastResult<R>(results as pg.QueryResult | pg.QueryResult[]);
+            return answer<R>(text, aggregate, results);
           } catch (error) {
             // A failed statement leaves the session as it was; a lost connection is destroyed.
             held.release(isConnectionError(error) ? (error as Error) : undefined);
@@ -261,7 +277,7 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
           sent = [
             held.client.query("BEGIN"),
             held.client.query(scope.set.text, scope.set.params as unknown[]),
-            held.client.query(statement(text, params)),
+            held.client.query(run),
             // After a failure before it, the server answers COMMIT with a ROLLBACK.
             held.client.query("COMMIT"),
           ];
@@ -275,7 +291,7 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
         const broken = settled[0]?.status === "rejected" || settled[3]?.status === "rejected";
         held.release(broken ? new Error("connection broken in a transaction") : undefined);
         if (failed) throw failed.reason;
-        return lastResult<R>((settled[2] as PromiseFulfilledResult<pg.QueryResult | pg.QueryResult[]>).value);
+        return answer<R>(text, aggregate, (settled[2] as PromiseFulfilledResult<unknown>).value);
       })(),
     );
 
@@ -548,8 +564,14 @@ export const pgliteSession = (db: PGlite) => {
     const result = await execute(scope, text, params, "array");
     const rows = (result?.rows ?? []) as unknown[][];
     const fields = (result?.fields ?? []).map((f) => f.name);
-    if (aggregate === undefined && aggregates.size < DESCRIBED_TEXTS)
-      aggregates.set(text, aggregateOf(text, params, result?.fields ?? []));
+    // Without parameters a text may hold several statements: never aggregated.
+    if (
+      aggregate === undefined &&
+      params !== undefined &&
+      params.length > 0 &&
+      aggregates.size < DESCRIBED_TEXTS
+    )
+      aggregates.set(text, aggregateOf(text, result?.fields ?? []));
     return { fields, rows, rowCount: result?.affectedRows ?? rows.length };
   };
 
@@ -612,16 +634,15 @@ interface Aggregate {
 /**
  * The aggregate form of a SELECT: its rows as one JSON array of arrays, in its own order (an
  * aggregate over a sorted subquery keeps its order when, as here, nothing else is joined or
- * grouped). Only a single SELECT with parameters (the repositories' reads) whose columns are
- * all of `JSON_SAFE` or `FLOATS` and have distinct names has one.
+ * grouped). Only a single SELECT (callers ask only of texts run with parameters, the
+ * repositories' reads) whose columns are all of `JSON_SAFE` or `FLOATS` and have distinct names
+ * has one.
  */
 const aggregateOf = (
   text: string,
-  params: ReadonlyArray<unknown> | undefined,
   fields: ReadonlyArray<{ readonly name: string; readonly dataTypeID: number }>,
 ): Aggregate | null => {
-  if (params === undefined || params.length === 0 || !/^\s*select\s/i.test(text) || text.includes(";"))
-    return null;
+  if (!/^\s*select\s/i.test(text) || text.includes(";")) return null;
   const names = fields.map((f) => f.name);
   if (
     names.length === 0 ||
@@ -632,11 +653,20 @@ const aggregateOf = (
     return null;
   const columns = names.map((name) => `q."${name.replaceAll('"', '""')}"`).join(", ");
   return {
-    text: `SELECT coalesce(json_agg(json_build_array(${columns})), '[]')::text FROM (${text}) q`,
+    text: `SELECT coalesce(json_agg(json_build_array(${columns})), '[]')::text AS json FROM (${text}) q`,
     fields: names,
     floats: fields.flatMap((f, i) => (FLOATS.has(f.dataTypeID) ? [i] : [])),
   };
 };
+
+/** The rows of an aggregate form's answer (its JSON text) as objects. */
+const aggregateRows = <R>(aggregate: Aggregate, json: unknown): QueryResult<R> =>
+  rowObjects<R>({
+    fields: aggregate.fields,
+    json: typeof json === "string" ? json : "[]",
+    floats: aggregate.floats,
+    rowCount: -1,
+  });
 
 /** The rows as objects keyed by column name, as `queryIn` answers. */
 export const rowObjects = <R>(result: RowArrays): QueryResult<R> => {
