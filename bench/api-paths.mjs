@@ -69,6 +69,30 @@ const startBare = async () => {
   return { url: `http://127.0.0.1:${port}/v1/ping`, server };
 };
 
+/**
+ * The second baseline, beside the server set: Express 5 with one Redis EVALSHA and one Postgres
+ * SELECT per request and nothing else (`servers/one-lookup.mjs`), the least the listing costs on
+ * the same services, in the bench's own schema.
+ */
+const startOneLookup = async () => {
+  const port = await freePort();
+  const server = track(
+    spawnNode([join(repo, "bench/servers/one-lookup.mjs")], {
+      PORT: String(port),
+      DATABASE_URL: databaseUrl,
+      SCHEMA: schema,
+      REDIS_URL: redisUrl,
+      KEY_PREFIX: `${redisPrefix}one-lookup:`,
+    }),
+  );
+  await server.waitFor(/listening on/);
+  const base = `http://127.0.0.1:${port}/v1/assets`;
+  return [
+    { name: "GET /v1/assets?limit=50, API key", url: `${base}?limit=50` },
+    { name: "GET /v1/assets?limit=1, API key", url: `${base}?limit=1` },
+  ];
+};
+
 /** A host on one set, with a tenant of 50 assets, an API key and a bearer. */
 const startSet = async (set) => {
   const dataDir = join(scratch, set);
@@ -100,9 +124,14 @@ try {
   const bare = await startBare();
   const hosts = [];
   for (const set of sets) hosts.push(await startSet(set));
+  const lookups = usesServer ? await startOneLookup() : [];
   // A short warm-up of each: JIT, pools, caches.
   await load(bare.url, {}, 1);
   for (const host of hosts) for (const path of host.paths) await load(path.url, path.headers, 1);
+  for (const path of lookups) await load(path.url, {}, 1);
+  /** The one-lookup baseline's req/s and ratio to the server round's bare Express, by path name. */
+  const lookupRps = Object.fromEntries(lookups.map((p) => [p.name, []]));
+  const lookupRatios = Object.fromEntries(lookups.map((p) => [p.name, []]));
 
   /** rps[set][path] and ratio[set][path]: one value per round. */
   const rps = Object.fromEntries(
@@ -125,6 +154,13 @@ try {
         ratios[host.set][path.name].push(value / base);
         log(`round ${round + 1} ${host.set}: ${path.name} ${value.toFixed(0)} req/s (${fmt(value / base)})`);
       }
+      if (host.set === "server")
+        for (const path of lookups) {
+          const value = await load(path.url);
+          lookupRps[path.name].push(value);
+          lookupRatios[path.name].push(value / base);
+          log(`round ${round + 1} one lookup: ${path.name} ${value.toFixed(0)} req/s (${fmt(value / base)})`);
+        }
       await sleep(200);
     }
   }
@@ -158,8 +194,26 @@ try {
       hosts.every((h) => median(ratios[h.set][path.name]) >= target) ? "pass" : "FAIL",
     ]);
   }
+  for (const path of lookups)
+    rows.push([
+      `${path.name.replace(", API key", "")}: Express + 1 EVALSHA + 1 SELECT, nothing else`,
+      ...hosts.map((h) =>
+        h.set === "server"
+          ? `${median(lookupRps[path.name]).toFixed(0)} (${fmt(median(lookupRatios[path.name]))})` +
+            spread(lookupRatios[path.name])
+          : "",
+      ),
+      "",
+      "",
+    ]);
   console.log(table(["path", ...hosts.map((h) => names[h.set]), "target", "verdict"], rows));
   console.log("\nreq/s (ratio to the same round's bare Express: median, then each round)");
+  if (lookups.length > 0)
+    console.log(
+      "The last rows are a second baseline on the server set's services: Express 5 answering the same " +
+        "page with one Redis EVALSHA and one SELECT and nothing else (no authentication, validation, " +
+        "row security, logging or metrics): bench/servers/one-lookup.mjs.",
+    );
 } finally {
   await cleanup();
 }
