@@ -185,7 +185,14 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
   // listener, or after a pipelined batch, ended the process with an unhandled `error` event. The
   // queries on it still fail and pg-pool still discards it on release; this only keeps the event
   // from being unhandled.
-  pool.on("connect", (client) => client.on("error", lost));
+  // The error is also kept for its holder's release (`hold`), so the pool destroys that client.
+  const faults = new WeakMap<pg.PoolClient, Error>();
+  pool.on("connect", (client) =>
+    client.on("error", (error: Error) => {
+      faults.set(client, error);
+      lost(error);
+    }),
+  );
   /**
    * The scope each connection's session is in (`queryIn`); a connection not in here is fresh,
    * in the neutral session. UNKNOWN after a switch that failed: the next caller sets its own.
@@ -203,25 +210,17 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
   /**
    * A client held outside pool.query (a transaction, a session lock). pg-pool listens for its
    * errors only while it is idle: one that loses its server while held would emit an unhandled
-   * `error` and end the process. The error is kept and the client released with it, so the pool
-   * destroys it instead of handing a dead connection to the next caller.
+   * `error` and end the process. Every client's own listener (`faults`) keeps the error, and the
+   * client is released with it, so the pool destroys it instead of handing a dead connection to
+   * the next caller.
    */
   const hold = async () => {
     const client = await pool.connect();
-    let broken: Error | undefined;
-    const onError = (error: Error) => {
-      broken ??= error;
-      lost(error);
-    };
-    client.on("error", onError);
     return {
       client,
       conn: overPg(client),
       query: (text: string) => client.query(text),
-      release: (error?: Error) => {
-        client.removeListener("error", onError);
-        client.release(error ?? broken);
-      },
+      release: (error?: Error) => client.release(error ?? faults.get(client)),
     };
   };
   const reporting = <A>(promise: Promise<A>): Promise<A> =>

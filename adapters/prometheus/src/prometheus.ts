@@ -119,6 +119,7 @@ export const prometheusMetrics = (options: PrometheusOptions = {}): PrometheusMe
   for (const state of PROCESSING_ENDS) jobs.inc({ state }, 0);
   for (const result of WEBHOOK_RESULTS) webhooks.inc({ result }, 0);
 
+  const requestChildren = new Map<string, { observe(value: number): void }>();
   return {
     processingStarted: () => {
       jobs.inc({ state: "started" });
@@ -131,11 +132,18 @@ export const prometheusMetrics = (options: PrometheusOptions = {}): PrometheusMe
     },
     telemetryStored: (count) => telemetry.inc(count),
     webhookDelivered: (result) => webhooks.inc({ result }),
-    requestEnded: ({ route, method, status }, seconds) =>
-      requests.observe(
-        { route, method: METHODS.has(method) ? method : "other", status: String(status) },
-        seconds,
-      ),
+    requestEnded: ({ route, method, status }, seconds) => {
+      // prom-client hashes the label object on every observe; each route's child is kept instead
+      // (routes are templates and methods a fixed set, so the map stays small).
+      const known = METHODS.has(method) ? method : "other";
+      const key = `${known} ${status} ${route}`;
+      let child = requestChildren.get(key);
+      if (child === undefined) {
+        child = requests.labels({ route, method: known, status: String(status) });
+        requestChildren.set(key, child);
+      }
+      child.observe(seconds);
+    },
     contentType: registry.contentType,
     render: () => registry.metrics(),
   };

@@ -54,21 +54,25 @@ export const makeAssets = (ports: VodPorts, config: VodConfig, endPlayback: EndP
   const cursors = makeCursors(config.cursorSecret);
   const recordEvent = eventRecorder(ports);
 
-  const list = (principal: Principal, input: ListInput) =>
-    Effect.gen(function* () {
-      const tenantId = principal.tenant.id;
-      const after = input.cursor === undefined ? undefined : yield* cursors.decode(tenantId, input.cursor);
-      // One row more than asked tells whether another page exists without a count query.
-      const rows = yield* storage.assets.list(tenantId, {
-        status: input.status,
-        limit: input.limit + 1,
-        after,
-      });
-      const data = rows.slice(0, input.limit);
-      const last = data[data.length - 1];
-      const next_cursor = rows.length > input.limit && last ? cursors.encode(tenantId, last) : null;
-      return { data, next_cursor };
-    });
+  // Chained rather than Effect.gen: this is the API's busiest read, and a generator's steps were a
+  // visible share of its CPU.
+  const list = (principal: Principal, input: ListInput) => {
+    const tenantId = principal.tenant.id;
+    const page = (after: AssetKey | undefined) =>
+      Effect.map(
+        // One row more than asked tells whether another page exists without a count query.
+        storage.assets.list(tenantId, { status: input.status, limit: input.limit + 1, after }),
+        (rows) => {
+          const data = rows.length > input.limit ? rows.slice(0, input.limit) : rows;
+          const last = data[data.length - 1];
+          const next_cursor = rows.length > input.limit && last ? cursors.encode(tenantId, last) : null;
+          return { data, next_cursor };
+        },
+      );
+    return input.cursor === undefined
+      ? page(undefined)
+      : Effect.flatMap(cursors.decode(tenantId, input.cursor), page);
+  };
 
   const create = (principal: Principal, input: CreateInput) =>
     Effect.gen(function* () {
