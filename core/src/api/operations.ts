@@ -15,11 +15,130 @@ import {
 
 const params = Schema.Struct({ params: Rq.IdParams });
 
-/** An entry's head: `METHOD /path`, its id and its success status. */
-const at = <M extends HttpMethod>(route: `${M} /${string}`, id: string, status: 200 | 201 | 202 | 204) => {
+/** A route's head: `METHOD /path`, its success status and its summary. */
+const at = <M extends HttpMethod>(
+  route: `${M} /${string}`,
+  status: 200 | 201 | 202 | 204,
+  summary: string,
+) => {
   const space = route.indexOf(" ");
-  return { id, method: route.slice(0, space) as M, path: route.slice(space + 1), status };
+  return { method: route.slice(0, space) as M, path: route.slice(space + 1), status, summary };
 };
+
+/** Every route of the spec: method and path, success status, and what its operation does. */
+const routes = {
+  signup: at("POST /v1/auth/signup", 201, "Create a tenant and its owner user, and sign in."),
+  login: at("POST /v1/auth/login", 200, "Sign in with email and password."),
+  google: at(
+    "POST /v1/auth/google",
+    200,
+    "Sign in with a Google ID token; creates the account when the identity is new.",
+  ),
+  refresh: at(
+    "POST /v1/auth/refresh",
+    200,
+    "Rotate a refresh token: the presented one is invalidated and a new pair issued.",
+  ),
+  logout: at(
+    "POST /v1/auth/logout",
+    204,
+    "End the access token's session, and the given refresh token's session.",
+  ),
+  changePassword: at(
+    "POST /v1/auth/password",
+    204,
+    "Change the current user's password; every other session of the user ends.",
+  ),
+  me: at("GET /v1/auth/me", 200, "The identity behind the credential."),
+  listApiKeys: at("GET /v1/api-keys", 200, "API keys of the tenant, newest first, at most 500."),
+  createApiKey: at("POST /v1/api-keys", 201, "Create an API key; the full key is in this response only."),
+  revokeApiKey: at("DELETE /v1/api-keys/:id", 204, "Revoke an API key; it stops working at once."),
+  listAssets: at("GET /v1/assets", 200, "Assets of the tenant, newest first, keyset paginated."),
+  createAsset: at("POST /v1/assets", 201, "Create an asset draft (pending, private)."),
+  getAsset: at("GET /v1/assets/:id", 200, "One asset of the tenant."),
+  updateAsset: at(
+    "PATCH /v1/assets/:id",
+    200,
+    "Change an asset's title or visibility; nothing else of it can change.",
+  ),
+  deleteAsset: at(
+    "DELETE /v1/assets/:id",
+    204,
+    "Delete an asset at once: its open upload is aborted, its playback sessions end, its objects are removed in the background.",
+  ),
+  startUpload: at(
+    "POST /v1/uploads",
+    201,
+    "Start a multipart upload session for an asset: one upload URL per part.",
+  ),
+  resumeUpload: at(
+    "GET /v1/uploads/:id",
+    200,
+    "Resume an upload: the parts stored so far and fresh URLs for the missing ones.",
+  ),
+  abortUpload: at("DELETE /v1/uploads/:id", 204, "Abort an upload session; its stored parts are removed."),
+  completeUpload: at(
+    "POST /v1/uploads/:id/complete",
+    200,
+    "Verify the stored parts, assemble the origin file and start processing. Idempotent.",
+  ),
+  createPlaybackSession: at(
+    "POST /v1/playback/sessions",
+    201,
+    "Mint a playback session for a ready asset: a signed token and its delivery URLs.",
+  ),
+  revokePlaybackSession: at(
+    "DELETE /v1/playback/sessions/:id",
+    204,
+    "End a playback session; its token stops working everywhere within about two minutes.",
+  ),
+  uploadPart: at(
+    "PUT /v1/uploads/:id/parts/:number",
+    200,
+    "Upload one part's bytes to the signed URL `startUpload` or `resumeUpload` gave.",
+  ),
+  playFile: at(
+    "GET /v1/play/:token/*path",
+    200,
+    "A manifest, segment or key file of a playback session; byte ranges supported.",
+  ),
+  telemetry: at(
+    "POST /v1/telemetry",
+    204,
+    "A player's batch of playback events, with the playback token in the body.",
+  ),
+  entitlement: at(
+    "POST /v1/drm/entitlement",
+    200,
+    "The DRM entitlement of a playback session: licence URL and token.",
+  ),
+  clearKeyLicense: at(
+    "POST /v1/drm/clearkey/license",
+    200,
+    "A W3C ClearKey licence for the requested key ids.",
+  ),
+  createWebhook: at(
+    "POST /v1/webhooks",
+    201,
+    "Register an endpoint for the tenant's events; its signing secret is in this response only.",
+  ),
+  listWebhooks: at("GET /v1/webhooks", 200, "Webhooks of the tenant, newest first, at most 100."),
+  getWebhook: at("GET /v1/webhooks/:id", 200, "One webhook of the tenant."),
+  deleteWebhook: at("DELETE /v1/webhooks/:id", 204, "Delete a webhook; nothing more is sent to it."),
+  listWebhookDeliveries: at(
+    "GET /v1/webhooks/:id/deliveries",
+    200,
+    "A webhook's deliveries, newest first, at most 100: status, attempts, last status code.",
+  ),
+  redeliverWebhook: at(
+    "POST /v1/webhooks/:id/deliveries/:delivery_id/redeliver",
+    202,
+    "Send a delivery's event again (same webhook-id), as a new delivery.",
+  ),
+} as const;
+
+/** An entry's head from `routes`: its id, method, path, status and summary. */
+const route = (id: keyof typeof routes) => ({ id, ...routes[id] });
 
 /** An operation on the tenant's resource its path's `:id` names: who may, what it answers, the use case. */
 const onId = <O, OE>(
@@ -32,6 +151,12 @@ const onId = <O, OE>(
   output,
   run: (vod: Vod, input: typeof params.Type, call: AuthedCall) => use(vod)(call.principal, input.params.id),
 });
+
+/** An operation that ends the tenant's resource its path's `:id` names, answering 204 with no body. */
+const endingId = (
+  auth: Requirement,
+  use: (vod: Vod) => (principal: Principal, id: string) => Effect.Effect<void, VodError>,
+) => onId(auth, null, use);
 
 /** An operation of the tenant's made from its JSON body: who may, the body, the answer, the use case. */
 const onBody = <A, I, O, OE>(
@@ -70,6 +195,7 @@ const admin = { scope: "admin" } as const;
 const readAsUser = { scope: "read", kinds: ["user"] } as const;
 
 const AssetReply = Schema.Struct({ asset: Rs.Asset });
+const WebhookReply = Schema.Struct({ webhook: Rs.Webhook });
 const WebhookCreated = Schema.Struct({ webhook: Rs.Webhook, secret: Schema.String });
 const ApiKeyCreated = Schema.Struct({
   id: Schema.String,
@@ -82,8 +208,7 @@ const ApiKeyCreated = Schema.Struct({
 const UploadStarted = Schema.Struct({ upload: Rs.UploadStarted });
 
 export const signup = publicOperation({
-  ...at("POST /v1/auth/signup", "signup", 201),
-  summary: "Create a tenant and its owner user, and sign in.",
+  ...route("signup"),
   input: body(Rq.SignupBody),
   output: Schema.Struct({ user: Rs.User, tenant: Rs.Tenant, ...Rs.TokenFields }),
   errors: ["Conflict", "RateLimited"],
@@ -91,8 +216,7 @@ export const signup = publicOperation({
 });
 
 export const login = publicOperation({
-  ...at("POST /v1/auth/login", "login", 200),
-  summary: "Sign in with email and password.",
+  ...route("login"),
   input: body(Rq.LoginBody),
   output: User,
   errors: ["Unauthorized", "Forbidden", "RateLimited"],
@@ -100,8 +224,7 @@ export const login = publicOperation({
 });
 
 export const google = publicOperation({
-  ...at("POST /v1/auth/google", "google", 200),
-  summary: "Sign in with a Google ID token; creates the account when the identity is new.",
+  ...route("google"),
   input: body(Rq.GoogleBody),
   output: Schema.Struct({ user: Rs.User, ...Rs.TokenFields, created: Schema.Boolean }),
   errors: ["Unauthorized", "Forbidden", "Conflict", "RateLimited"],
@@ -109,8 +232,7 @@ export const google = publicOperation({
 });
 
 export const refresh = publicOperation({
-  ...at("POST /v1/auth/refresh", "refresh", 200),
-  summary: "Rotate a refresh token: the presented one is invalidated and a new pair issued.",
+  ...route("refresh"),
   input: body(Rq.RefreshBody),
   output: Rs.Tokens,
   errors: ["Unauthorized", "Forbidden", "RateLimited"],
@@ -118,8 +240,7 @@ export const refresh = publicOperation({
 });
 
 export const logout = authedOperation({
-  ...at("POST /v1/auth/logout", "logout", 204),
-  summary: "End the access token's session, and the given refresh token's session.",
+  ...route("logout"),
   auth: readAsUser,
   input: body(Rq.LogoutBody),
   output: null,
@@ -127,8 +248,7 @@ export const logout = authedOperation({
 });
 
 export const changePassword = authedOperation({
-  ...at("POST /v1/auth/password", "changePassword", 204),
-  summary: "Change the current user's password; every other session of the user ends.",
+  ...route("changePassword"),
   auth: readAsUser,
   input: body(Rq.PasswordChangeBody),
   output: null,
@@ -136,8 +256,7 @@ export const changePassword = authedOperation({
 });
 
 export const me = authedOperation({
-  ...at("GET /v1/auth/me", "me", 200),
-  summary: "The identity behind the credential.",
+  ...route("me"),
   auth: read,
   input: none,
   output: Schema.Union(
@@ -159,26 +278,22 @@ export const me = authedOperation({
 });
 
 export const listApiKeys = authedOperation({
-  ...at("GET /v1/api-keys", "listApiKeys", 200),
-  summary: "API keys of the tenant, newest first, at most 500.",
+  ...route("listApiKeys"),
   ...onTenant(read, Schema.Struct({ data: Schema.Array(Rs.ApiKey) }), (vod) => vod.apiKeys.list),
 });
 
 export const createApiKey = authedOperation({
-  ...at("POST /v1/api-keys", "createApiKey", 201),
-  summary: "Create an API key; the full key is in this response only.",
+  ...route("createApiKey"),
   ...onBody(admin, Rq.CreateApiKeyBody, ApiKeyCreated, (vod) => vod.apiKeys.create),
 });
 
 export const revokeApiKey = authedOperation({
-  ...at("DELETE /v1/api-keys/:id", "revokeApiKey", 204),
-  summary: "Revoke an API key; it stops working at once.",
-  ...onId(admin, null, (vod) => vod.apiKeys.revoke),
+  ...route("revokeApiKey"),
+  ...endingId(admin, (vod) => vod.apiKeys.revoke),
 });
 
 export const listAssets = authedOperation({
-  ...at("GET /v1/assets", "listAssets", 200),
-  summary: "Assets of the tenant, newest first, keyset paginated.",
+  ...route("listAssets"),
   auth: read,
   input: Schema.Struct({ query: Rq.ListAssetsQuery }),
   output: Schema.Struct({ data: Schema.Array(Rs.Asset), next_cursor: Schema.NullOr(Schema.String) }),
@@ -186,20 +301,17 @@ export const listAssets = authedOperation({
 });
 
 export const createAsset = authedOperation({
-  ...at("POST /v1/assets", "createAsset", 201),
-  summary: "Create an asset draft (pending, private).",
+  ...route("createAsset"),
   ...onBody(write, Rq.CreateAssetBody, AssetReply, (vod) => vod.assets.create),
 });
 
 export const getAsset = authedOperation({
-  ...at("GET /v1/assets/:id", "getAsset", 200),
-  summary: "One asset of the tenant.",
+  ...route("getAsset"),
   ...onId(read, AssetReply, (vod) => vod.assets.get),
 });
 
 export const updateAsset = authedOperation({
-  ...at("PATCH /v1/assets/:id", "updateAsset", 200),
-  summary: "Change an asset's title or visibility; nothing else of it can change.",
+  ...route("updateAsset"),
   auth: write,
   input: Schema.Struct({ params: Rq.IdParams, body: Rq.UpdateAssetBody }),
   output: AssetReply,
@@ -207,35 +319,29 @@ export const updateAsset = authedOperation({
 });
 
 export const deleteAsset = authedOperation({
-  ...at("DELETE /v1/assets/:id", "deleteAsset", 204),
-  summary:
-    "Delete an asset at once: its open upload is aborted, its playback sessions end, its objects are removed in the background.",
-  ...onId(write, null, (vod) => vod.assets.remove),
+  ...route("deleteAsset"),
+  ...endingId(write, (vod) => vod.assets.remove),
 });
 
 export const startUpload = authedOperation({
-  ...at("POST /v1/uploads", "startUpload", 201),
-  summary: "Start a multipart upload session for an asset: one upload URL per part.",
+  ...route("startUpload"),
   ...onBody(write, Rq.StartUploadBody, UploadStarted, (vod) => vod.uploads.start),
   errors: ["UploadInProgress"],
 });
 
 export const resumeUpload = authedOperation({
-  ...at("GET /v1/uploads/:id", "resumeUpload", 200),
-  summary: "Resume an upload: the parts stored so far and fresh URLs for the missing ones.",
+  ...route("resumeUpload"),
   ...onId(read, Schema.Struct({ upload: Rs.UploadResumed }), (vod) => vod.uploads.resume),
 });
 
 export const abortUpload = authedOperation({
-  ...at("DELETE /v1/uploads/:id", "abortUpload", 204),
-  summary: "Abort an upload session; its stored parts are removed.",
-  ...onId(write, null, (vod) => vod.uploads.abort),
+  ...route("abortUpload"),
+  ...endingId(write, (vod) => vod.uploads.abort),
   errors: ["UploadInProgress"],
 });
 
 export const completeUpload = authedOperation({
-  ...at("POST /v1/uploads/:id/complete", "completeUpload", 200),
-  summary: "Verify the stored parts, assemble the origin file and start processing. Idempotent.",
+  ...route("completeUpload"),
   auth: write,
   input: Schema.Struct({ params: Rq.IdParams, body: Rq.CompleteUploadBody }),
   output: Schema.Struct({ upload: Rs.UploadSession, asset: Rs.Asset }),
@@ -244,21 +350,18 @@ export const completeUpload = authedOperation({
 });
 
 export const createPlaybackSession = authedOperation({
-  ...at("POST /v1/playback/sessions", "createPlaybackSession", 201),
-  summary: "Mint a playback session for a ready asset: a signed token and its delivery URLs.",
+  ...route("createPlaybackSession"),
   ...onBody(read, Rq.CreatePlaybackBody, Rs.PlaybackCreated, (vod) => vod.playback.create),
   errors: ["UploadInProgress"],
 });
 
 export const revokePlaybackSession = authedOperation({
-  ...at("DELETE /v1/playback/sessions/:id", "revokePlaybackSession", 204),
-  summary: "End a playback session; its token stops working everywhere within about two minutes.",
-  ...onId(read, null, (vod) => vod.playback.revoke),
+  ...route("revokePlaybackSession"),
+  ...endingId(read, (vod) => vod.playback.revoke),
 });
 
 export const uploadPart = publicOperation({
-  ...at("PUT /v1/uploads/:id/parts/:number", "uploadPart", 200),
-  summary: "Upload one part's bytes to the signed URL `startUpload` or `resumeUpload` gave.",
+  ...route("uploadPart"),
   app: "media",
   credential: { token: "part-signature", in: "query" },
   body: { kind: "stream", mediaType: "application/octet-stream" },
@@ -319,8 +422,7 @@ const fileReply = (file: Opened, vod: Vod): Reply => {
 };
 
 export const playFile = publicOperation({
-  ...at("GET /v1/play/:token/*path", "playFile", 200),
-  summary: "A manifest, segment or key file of a playback session; byte ranges supported.",
+  ...route("playFile"),
   app: "media",
   credential: { token: "playback", in: "path" },
   body: { kind: "none" },
@@ -338,8 +440,7 @@ export const playFile = publicOperation({
 export const TELEMETRY_MAX_BYTES = 32 * 1024;
 
 export const telemetry = publicOperation({
-  ...at("POST /v1/telemetry", "telemetry", 204),
-  summary: "A player's batch of playback events, with the playback token in the body.",
+  ...route("telemetry"),
   app: "media",
   credential: { token: "playback", in: "body" },
   // Beacons go as text/plain (no CORS preflight) as often as JSON.
@@ -358,8 +459,7 @@ export const telemetry = publicOperation({
 });
 
 export const entitlement = publicOperation({
-  ...at("POST /v1/drm/entitlement", "entitlement", 200),
-  summary: "The DRM entitlement of a playback session: licence URL and token.",
+  ...route("entitlement"),
   credential: { token: "playback", in: "bearer" },
   app: "drm",
   body: { kind: "none" },
@@ -373,8 +473,7 @@ export const entitlement = publicOperation({
 const LICENSE_TOKEN = "x-vod-license-token";
 
 export const clearKeyLicense = publicOperation({
-  ...at("POST /v1/drm/clearkey/license", "clearKeyLicense", 200),
-  summary: "A W3C ClearKey licence for the requested key ids.",
+  ...route("clearKeyLicense"),
   app: "drm",
   credential: { token: "license", in: "header", name: LICENSE_TOKEN },
   // EME players post the licence request as raw bytes; whatever its content type, it is JSON.
@@ -390,38 +489,32 @@ export const clearKeyLicense = publicOperation({
 });
 
 export const createWebhook = authedOperation({
-  ...at("POST /v1/webhooks", "createWebhook", 201),
-  summary: "Register an endpoint for the tenant's events; its signing secret is in this response only.",
+  ...route("createWebhook"),
   ...onBody(admin, Rq.CreateWebhookBody, WebhookCreated, (vod) => vod.webhooks.create),
 });
 
 export const listWebhooks = authedOperation({
-  ...at("GET /v1/webhooks", "listWebhooks", 200),
-  summary: "Webhooks of the tenant, newest first, at most 100.",
+  ...route("listWebhooks"),
   ...onTenant(admin, Schema.Struct({ data: Schema.Array(Rs.Webhook) }), (vod) => vod.webhooks.list),
 });
 
 export const getWebhook = authedOperation({
-  ...at("GET /v1/webhooks/:id", "getWebhook", 200),
-  summary: "One webhook of the tenant.",
-  ...onId(admin, Schema.Struct({ webhook: Rs.Webhook }), (vod) => vod.webhooks.get),
+  ...route("getWebhook"),
+  ...onId(admin, WebhookReply, (vod) => vod.webhooks.get),
 });
 
 export const deleteWebhook = authedOperation({
-  ...at("DELETE /v1/webhooks/:id", "deleteWebhook", 204),
-  summary: "Delete a webhook; nothing more is sent to it.",
-  ...onId(admin, null, (vod) => vod.webhooks.remove),
+  ...route("deleteWebhook"),
+  ...endingId(admin, (vod) => vod.webhooks.remove),
 });
 
 export const listWebhookDeliveries = authedOperation({
-  ...at("GET /v1/webhooks/:id/deliveries", "listWebhookDeliveries", 200),
-  summary: "A webhook's deliveries, newest first, at most 100: status, attempts, last status code.",
+  ...route("listWebhookDeliveries"),
   ...onId(admin, Schema.Struct({ data: Schema.Array(Rs.WebhookDelivery) }), (vod) => vod.webhooks.deliveries),
 });
 
 export const redeliverWebhook = authedOperation({
-  ...at("POST /v1/webhooks/:id/deliveries/:delivery_id/redeliver", "redeliverWebhook", 202),
-  summary: "Send a delivery's event again (same webhook-id), as a new delivery.",
+  ...route("redeliverWebhook"),
   auth: admin,
   input: Schema.Struct({ params: Rq.DeliveryParams }),
   output: Schema.Struct({ delivery: Rs.WebhookDelivery }),
