@@ -21,6 +21,7 @@ export {
 } from "./telemetry-sink.js";
 export {
   appRoleName,
+  neutralSession,
   type Scope,
   type ScopedSql,
   standaloneScoped,

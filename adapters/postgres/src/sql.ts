@@ -571,7 +571,9 @@ export const pgliteSession = (db: PGlite) => {
       aggregates.size < DESCRIBED_TEXTS
     )
       aggregates.set(text, aggregateOf(text, result?.fields ?? []));
-    return { fields, rows, rowCount: result?.affectedRows ?? rows.length };
+    // The command tag's count, as pg answers: PGlite's affectedRows is 0 for a SELECT, and so
+    // would differ from the aggregate form's count of its rows.
+    return { fields, rows, rowCount: result?.rowCount ?? rows.length };
   };
 
   const queryIn = async <R>(
@@ -652,7 +654,8 @@ const aggregateOf = (
     return null;
   const columns = names.map((name) => `q."${name.replaceAll('"', '""')}"`).join(", ");
   return {
-    text: `SELECT coalesce(json_agg(json_build_array(${columns})), '[]')::text AS json FROM (${text}) q`,
+    // The text on a line of its own: one ending in a -- comment would comment out `) q`.
+    text: `SELECT coalesce(json_agg(json_build_array(${columns})), '[]')::text AS json FROM (${text}\n) q`,
     fields: names,
     floats: fields.flatMap((f, i) => (FLOATS.has(f.dataTypeID) ? [i] : [])),
   };
