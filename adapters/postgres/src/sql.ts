@@ -672,7 +672,6 @@ const aggregateRows = <R>(aggregate: Aggregate, json: unknown): QueryResult<R> =
 
 /** The rows as objects keyed by column name, as `queryIn` answers. */
 export const rowObjects = <R>(result: RowArrays): QueryResult<R> => {
-  const { fields } = result;
   let rows: ReadonlyArray<ReadonlyArray<unknown>>;
   if ("json" in result) {
     const parsed = JSON.parse(result.json) as unknown[][];
@@ -680,14 +679,45 @@ export const rowObjects = <R>(result: RowArrays): QueryResult<R> => {
       for (const row of parsed) if (typeof row[column] === "string") row[column] = Number(row[column]);
     rows = parsed;
   } else rows = result.rows;
-  const objects = new Array<R>(rows.length);
-  for (let i = 0; i < rows.length; i++) {
-    const values = rows[i] as ReadonlyArray<unknown>;
-    const row: Record<string, unknown> = {};
-    for (let j = 0; j < fields.length; j++) row[fields[j] as string] = values[j];
-    objects[i] = row as R;
-  }
+  const objects = objectsOf(result.fields)(rows) as R[];
   return { rows: objects, rowCount: result.rowCount === -1 ? objects.length : result.rowCount };
+};
+
+type RowsToObjects = (rows: ReadonlyArray<ReadonlyArray<unknown>>) => Record<string, unknown>[];
+const rowsToObjects = new Map<string, RowsToObjects>();
+
+/**
+ * Rows as objects, by a function written for the columns: each row one object literal, so every
+ * row of a text has the same shape from the start (and what reads them stays monomorphic), where a
+ * loop setting the names one by one took 13.7 µs for 51 rows of 17 columns against 2.2 µs
+ * (microbenchmark). Names are quoted with JSON.stringify; a `__proto__` column, which a literal
+ * would take for the prototype, goes by the loop. Made once per column list (a fixed set: the
+ * adapter's texts), bounded all the same.
+ */
+const objectsOf = (fields: ReadonlyArray<string>): RowsToObjects => {
+  const key = fields.join("\u0000");
+  let build = rowsToObjects.get(key);
+  if (build === undefined) {
+    if (fields.includes("__proto__")) {
+      build = (rows) =>
+        rows.map((values) => {
+          const row: Record<string, unknown> = {};
+          for (let j = 0; j < fields.length; j++) row[fields[j] as string] = values[j];
+          return row;
+        });
+    } else {
+      const literal = fields.map((name, j) => `${JSON.stringify(name)}: v[${j}]`).join(", ");
+      build = new Function(
+        "rows",
+        `const out = new Array(rows.length);
+        for (let i = 0; i < rows.length; i++) { const v = rows[i]; out[i] = { ${literal} }; }
+        return out;`,
+      ) as RowsToObjects;
+    }
+    if (rowsToObjects.size >= 1000) rowsToObjects.clear();
+    rowsToObjects.set(key, build);
+  }
+  return build;
 };
 
 const concat = (parts: ReadonlyArray<Uint8Array>) => {
