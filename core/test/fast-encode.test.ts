@@ -22,6 +22,38 @@ const withExtras = (value: unknown, seed: number): unknown => {
 };
 
 describe("the compiled response encoder", () => {
+  it("checks a union of literals in one lookup and NullOr by its null first, as Schema.encode does", () => {
+    const schema = Schema.Struct({
+      status: Schema.Literal("pending", "ready", 0, true),
+      code: Schema.NullOr(Schema.Literal("a", "b")),
+      size: Schema.NullOr(Schema.Int.pipe(Schema.nonNegative())),
+      owner: Schema.NullOr(Schema.Struct({ id: Schema.String })),
+      any: Schema.NullOr(Schema.Unknown),
+    });
+    const fast = compileEncoder(schema.ast);
+    if (!fast) throw new Error("not compiled");
+    const base = { status: "ready", code: null, size: null, owner: null, any: null };
+    for (const value of [
+      base,
+      { ...base, status: 0, code: "b", size: 3, owner: { id: "u", extra: 1 }, any: { x: 1 } },
+      { ...base, status: true, any: 5 },
+    ])
+      expect(fast(value)).toEqual(Schema.encodeUnknownSync(schema)(value));
+    for (const value of [
+      { ...base, status: "done" },
+      { ...base, status: "0" },
+      { ...base, status: false },
+      { ...base, code: "c" },
+      { ...base, size: -1 },
+      { ...base, size: 1.5 },
+      { ...base, owner: { id: 1 } },
+      { ...base, owner: undefined },
+    ]) {
+      expect(failed(fast(value))).toBe(true);
+      expect(() => Schema.encodeUnknownSync(schema)(value)).toThrow();
+    }
+  });
+
   it("compiles every output schema of the catalog", () => {
     expect(outputs.filter(({ output }) => compileEncoder(output.ast) === undefined).map((o) => o.id)).toEqual(
       [],

@@ -51,6 +51,18 @@ const compile = (ast: SchemaAST.AST): Encoder | undefined => {
       };
     }
     case "Union": {
+      // A union of literals (a status, a code) is one lookup, not a call per member; Set.has
+      // compares as `===` does for every literal a schema can hold.
+      if (ast.types.every((t) => t._tag === "Literal")) {
+        const literals = new Set<unknown>(ast.types.map((t) => (t as SchemaAST.Literal).literal));
+        return (v) => (literals.has(v) ? v : FAIL);
+      }
+      // NullOr(X): null, or what X makes of the value, when X refuses null itself.
+      if (ast.types.length === 2) {
+        const nullAt = ast.types.findIndex((t) => t._tag === "Literal" && t.literal === null);
+        const other = nullAt === -1 ? undefined : compile(ast.types[1 - nullAt] as SchemaAST.AST);
+        if (other !== undefined && other(null) === FAIL) return (v) => (v === null ? v : other(v));
+      }
       const members = ast.types.map(compile);
       if (members.some((m) => m === undefined)) return undefined;
       const all = members as Encoder[];
