@@ -96,12 +96,22 @@ export const runTool = (
       child.kill("SIGKILL");
     });
   });
-  return options.timeoutMs === undefined
-    ? run
-    : run.pipe(
-        Effect.timeoutFail({
-          duration: Duration.millis(options.timeoutMs),
-          onTimeout: () => rejected("processing_error", `${name} ran longer than ${options.timeoutMs} ms`),
-        }),
-      );
+  const timed =
+    options.timeoutMs === undefined
+      ? run
+      : run.pipe(
+          Effect.timeoutFail({
+            duration: Duration.millis(options.timeoutMs),
+            onTimeout: () => rejected("processing_error", `${name} ran longer than ${options.timeoutMs} ms`),
+          }),
+        );
+  // The child is in the host's process group from its fork until its setsid, with every signal
+  // blocked: a SIGTERM or SIGINT sent to that group in between (a supervisor stopping the host
+  // just as a tool starts, seen under load as "ffmpeg -codecs was killed by SIGTERM") is
+  // delivered as it execs. This adapter never sends either (it ends its tools with SIGKILL), so
+  // such an end is the host's stop, not the tool's verdict: it runs once more, and the drain
+  // ends that run as it ends any other.
+  return Effect.flatMap(timed, (result) =>
+    result.signal === "SIGTERM" || result.signal === "SIGINT" ? timed : Effect.succeed(result),
+  );
 };
