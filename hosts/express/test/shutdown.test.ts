@@ -230,9 +230,11 @@ const describeShutdown = (
         // Forty seconds of video do not encode within the 1 s grace: the job was released at its
         // end, not waited for. Another host takes it up now, on the attempt it had (a lease that
         // ran out would cost one), long before the 600 s lease.
-        expect(log.some((line) => line.msg === "processing released" && line.asset_id === assetId)).toBe(
-          true,
-        );
+        expect(
+          log.some((line) => line.msg === "processing released" && line.asset_id === assetId),
+          // What the host said of the job, should it not have been released.
+          JSON.stringify(log.filter((line) => /processing|job|draining|worker/.test(String(line.msg)))),
+        ).toBe(true);
         const next = spawnCli("serve", { ...env, PORT: String(await freePort()), VOD_HOST: "127.0.0.1" });
         try {
           const takenUp = () =>
