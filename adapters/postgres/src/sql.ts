@@ -235,31 +235,34 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
       },
     );
 
-  /** Each SELECT text's aggregate form once its columns are known (`aggregateOf`); null: none. */
-  const aggregates = new Map<string, Aggregate | null>();
+  const aggregates = aggregateForms();
   /**
    * The rows of a SELECT the aggregate way when it has one: one JSON text to parse instead of a
    * field to parse per column and row (client CPU for 51 asset rows 107-191 -> 78-83 µs).
    */
-  const answer = <R>(text: string, aggregate: Aggregate | null | undefined, results: unknown) => {
+  const answer = <R>(
+    text: string,
+    params: ReadonlyArray<unknown> | undefined,
+    aggregate: Aggregate | null | undefined,
+    results: unknown,
+  ) => {
     const result = (Array.isArray(results) ? results[results.length - 1] : results) as pg.QueryResult;
     if (aggregate) return aggregateRows<R>(aggregate, result.rows[0]?.json);
-    if (aggregate === undefined && aggregates.size < 1000)
-      aggregates.set(text, aggregateOf(text, result.fields));
+    if (aggregate === undefined) aggregates.learn(text, params, result.fields);
     return lastResult<R>(result);
   };
 
   const queryIn = <R>(scope: SessionScope, text: string, params?: ReadonlyArray<unknown>) =>
     reporting(
       (async () => {
-        const aggregate = params === undefined || params.length === 0 ? null : aggregates.get(text);
+        const aggregate = aggregates.of(text);
         const run = statement(aggregate ? aggregate.text : text, params);
         const held = await hold();
         if (sessionOf(held.client) === scope.key) {
           try {
             const results = await held.client.query(run);
             held.release();
-            return answer<R>(text, aggregate, results);
+            return answer<R>(text, params, aggregate, results);
           } catch (error) {
             // A failed statement leaves the session as it was; a lost connection is destroyed.
             held.release(isConnectionError(error) ? (error as Error) : undefined);
@@ -290,7 +293,7 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
         const broken = settled[0]?.status === "rejected" || settled[3]?.status === "rejected";
         held.release(broken ? new Error("connection broken in a transaction") : undefined);
         if (failed) throw failed.reason;
-        return answer<R>(text, aggregate, (settled[2] as PromiseFulfilledResult<unknown>).value);
+        return answer<R>(text, params, aggregate, (settled[2] as PromiseFulfilledResult<unknown>).value);
       })(),
     );
 
@@ -540,8 +543,7 @@ export const pgliteSession = (db: PGlite) => {
     );
   };
 
-  /** Each SELECT text's aggregate form once its columns are known; null: it has none. */
-  const aggregates = new Map<string, Aggregate | null>();
+  const aggregates = aggregateForms();
 
   /**
    * The rows of `text` as arrays, by way of its aggregate form when it has one: PGlite spends
@@ -554,7 +556,7 @@ export const pgliteSession = (db: PGlite) => {
     text: string,
     params?: ReadonlyArray<unknown>,
   ): Promise<RowArrays> => {
-    const aggregate = aggregates.get(text);
+    const aggregate = aggregates.of(text);
     if (aggregate) {
       const result = await execute(scope, aggregate.text, params, "array");
       const json = (result?.rows[0]?.[0] ?? "[]") as string;
@@ -563,14 +565,7 @@ export const pgliteSession = (db: PGlite) => {
     const result = await execute(scope, text, params, "array");
     const rows = (result?.rows ?? []) as unknown[][];
     const fields = (result?.fields ?? []).map((f) => f.name);
-    // Without parameters a text may hold several statements: never aggregated.
-    if (
-      aggregate === undefined &&
-      params !== undefined &&
-      params.length > 0 &&
-      aggregates.size < DESCRIBED_TEXTS
-    )
-      aggregates.set(text, aggregateOf(text, result?.fields ?? []));
+    if (aggregate === undefined) aggregates.learn(text, params, result?.fields ?? []);
     // The command tag's count, as pg answers: PGlite's affectedRows is 0 for a SELECT, and so
     // would differ from the aggregate form's count of its rows.
     return { fields, rows, rowCount: result?.rowCount ?? rows.length };
@@ -658,6 +653,27 @@ const aggregateOf = (
     text: `SELECT coalesce(json_agg(json_build_array(${columns})), '[]')::text AS json FROM (${text}\n) q`,
     fields: names,
     floats: fields.flatMap((f, i) => (FLOATS.has(f.dataTypeID) ? [i] : [])),
+  };
+};
+
+/**
+ * Each text's aggregate form, learnt from its first answer: `of` is undefined for a text not yet
+ * seen, null for one without a form. Texts run without parameters may hold several statements:
+ * never aggregated, nor kept. Bounded like the statement names (the adapter's texts are a fixed
+ * set).
+ */
+const aggregateForms = () => {
+  const forms = new Map<string, Aggregate | null>();
+  return {
+    of: (text: string) => forms.get(text),
+    learn: (
+      text: string,
+      params: ReadonlyArray<unknown> | undefined,
+      fields: ReadonlyArray<{ readonly name: string; readonly dataTypeID: number }>,
+    ) => {
+      if (params !== undefined && params.length > 0 && forms.size < 1000)
+        forms.set(text, aggregateOf(text, fields));
+    },
   };
 };
 
