@@ -4,6 +4,7 @@ import path from "node:path";
 import type { Writable } from "node:stream";
 import { PGlite, parse as pgliteParse, protocol } from "@electric-sql/pglite";
 import pg from "pg";
+import { sharedLanes } from "./lanes.js";
 import { neutralInTransaction, neutralSession } from "./tenancy.js";
 
 export interface QueryResult<R> {
@@ -150,12 +151,20 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
     throw new Error(
       `invalid schema name ${JSON.stringify(options.schema)}: use lowercase letters, digits and _`,
     );
-  const pool = new pg.Pool({
+  const size = options.poolSize ?? 10;
+  // Of the connections, two (one in a pool of 2 or 3, none in a pool of 1) are shared lanes for
+  // statements outside transactions (`sharedLanes`), the rest are pooled for transactions,
+  // texts of several statements and session locks.
+  const laneCount = size >= 4 ? 2 : size >= 2 ? 1 : 0;
+  const config = {
     connectionString: options.connectionString,
-    max: options.poolSize ?? 10,
     application_name: options.applicationName ?? "vod",
     ...(options.schema ? { options: `-c search_path=${options.schema}` } : {}),
     types,
+  };
+  const pool = new pg.Pool({
+    ...config,
+    max: size - laneCount,
     // Queries are written without waiting for the answers before them (queryIn's one round
     // trip); code that awaits each query, as everything else here does, sees no difference.
     pipeline: true,
@@ -252,11 +261,17 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
     return lastResult<R>(result);
   };
 
+  const lanes = laneCount === 0 ? undefined : sharedLanes(laneCount, config, neutralSession.key, lost);
+
   const queryIn = <R>(scope: SessionScope, text: string, params?: ReadonlyArray<unknown>) =>
     reporting(
       (async () => {
         const aggregate = aggregates.of(text);
         const run = statement(aggregate ? aggregate.text : text, params);
+        // One statement with parameters: a lane. A text of several goes by the simple protocol,
+        // which a lane could run too, but such texts are rare and never on a request's path.
+        if (lanes !== undefined && run.values !== undefined)
+          return answer<R>(text, params, aggregate, await lanes.query(scope, run));
         const held = await hold();
         if (sessionOf(held.client) === scope.key) {
           try {
@@ -351,7 +366,9 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
         held.release();
       }
     },
-    close: () => pool.end(),
+    close: async () => {
+      await Promise.all([lanes?.close(), pool.end()]);
+    },
   };
 };
 
