@@ -36,8 +36,8 @@ const UNKNOWN = "";
 const BUSY = 16;
 
 /**
- * A few connections that every statement outside a transaction shares, instead of each taking
- * a pooled connection for itself (`SqlDatabase.queryIn`). Statements from concurrent requests
+ * A few connections that the tenants' statements outside transactions share, instead of each
+ * taking a pooled connection for itself (`SqlDatabase.queryIn` in a tenant's or a lookup's scope). Statements from concurrent requests
  * leave in one write and come back in one read, and the server's backend runs them back to back:
  * on GET /v1/assets?limit=1 the host's CPU per request fell from 612 to 338 µs and the server's
  * from 141 to 22 µs (docs/postgres.md). A statement takes the least busy lane whose session is

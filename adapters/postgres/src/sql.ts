@@ -268,9 +268,10 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
       (async () => {
         const aggregate = aggregates.of(text);
         const run = statement(aggregate ? aggregate.text : text, params);
-        // One statement with parameters: a lane. A text of several goes by the simple protocol,
-        // which a lane could run too, but such texts are rare and never on a request's path.
-        if (lanes !== undefined && run.values !== undefined)
+        // A statement of the tenants' work (one with parameters, in a tenant's or a lookup's
+        // scope): a lane. The rest, pg-boss's statements among them (its maintenance may run
+        // long, and a lane runs its statements in turn), keep to the pool.
+        if (lanes !== undefined && run.values !== undefined && scope.key !== neutralSession.key)
           return answer<R>(text, params, aggregate, await lanes.query(scope, run));
         const held = await hold();
         if (sessionOf(held.client) === scope.key) {
