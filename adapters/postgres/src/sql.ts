@@ -153,8 +153,8 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
     );
   const size = options.poolSize ?? 10;
   // Of the connections, two (one in a pool of 2 or 3, none in a pool of 1) are shared lanes for
-  // statements outside transactions (`sharedLanes`), the rest are pooled for transactions,
-  // texts of several statements and session locks.
+  // the tenants' statements outside transactions (`sharedLanes`); the rest are pooled for
+  // transactions, session locks and every other statement.
   const laneCount = size >= 4 ? 2 : size >= 2 ? 1 : 0;
   const config = {
     connectionString: options.connectionString,
