@@ -35,6 +35,56 @@ const UNKNOWN = "";
 /** Statements a lane takes before the next one goes to a lane with fewer, at the cost of a switch. */
 const BUSY = 16;
 
+/** A client's socket: pg's own, not typed. */
+export const socketOf = (client: pg.ClientBase): Partial<Writable> | undefined =>
+  (client as unknown as { connection?: { stream?: Partial<Writable> } }).connection?.stream;
+
+/**
+ * What a scope switch with its statement came to (`switchedRun`): the statement's result, or the
+ * first failure among the four (the statement then ran in no scope of the caller's), and whether
+ * BEGIN or COMMIT failed (`broken`: the session is in no known state, the connection should go).
+ */
+export type Switched =
+  /** One result per statement of the text: a text of several, without parameters, answers many. */
+  | { readonly ok: true; readonly result: pg.QueryResult | pg.QueryResult[] }
+  | { readonly ok: false; readonly failure: unknown; readonly broken?: Error };
+
+/**
+ * BEGIN, the scope set for the session, the statement and COMMIT, written at once (pg's pipeline
+ * mode; one write, the socket corked across the four), so that the statement never runs unless
+ * the scope took: after a failure before it, the server answers COMMIT with a ROLLBACK, which
+ * undoes the switch too. Both the pool (`queryIn`) and the lanes switch this way.
+ */
+export const switchedRun = async (
+  client: pg.ClientBase,
+  scope: SessionScope,
+  statement: pg.QueryConfig,
+): Promise<Switched> => {
+  const stream = socketOf(client);
+  stream?.cork?.();
+  let sent: Promise<pg.QueryResult | pg.QueryResult[]>[];
+  try {
+    sent = [
+      client.query("BEGIN"),
+      client.query(scope.set.text, scope.set.params as unknown[]),
+      client.query(statement),
+      client.query("COMMIT"),
+    ];
+  } finally {
+    stream?.uncork?.();
+  }
+  const settled = await Promise.allSettled(sent);
+  const failed = settled.find((s) => s.status === "rejected");
+  const broken = [settled[0], settled[3]].find((s) => s?.status === "rejected");
+  if (failed === undefined)
+    return { ok: true, result: (settled[2] as PromiseFulfilledResult<pg.QueryResult>).value };
+  return {
+    ok: false,
+    failure: failed.reason,
+    ...(broken?.status === "rejected" ? { broken: broken.reason as Error } : {}),
+  };
+};
+
 /**
  * A few connections that the tenants' statements outside transactions share, instead of each
  * taking a pooled connection for itself (`SqlDatabase.queryIn` in a tenant's or a lookup's scope). Statements from concurrent requests
@@ -108,9 +158,7 @@ export const sharedLanes = (
   /** A broken session (BEGIN or COMMIT refused): the connection goes, with what is on it. */
   const discard = (shared: Shared, error: Error) => {
     lost(error);
-    (
-      shared.client as unknown as { connection?: { stream?: { destroy?: () => void } } }
-    ).connection?.stream?.destroy?.();
+    socketOf(shared.client)?.destroy?.();
   };
 
   const run = async (shared: Shared, scope: SessionScope, statement: pg.QueryConfig) => {
@@ -119,8 +167,7 @@ export const sharedLanes = (
     // loop, the statements of every request the turn runs leave in one write (host CPU per
     // request -6% on the list paths, A/B in one run). The socket is pg's own, not typed.
     if (!shared.corked) {
-      const stream = (client as unknown as { connection?: { stream?: Partial<Writable> } }).connection
-        ?.stream;
+      const stream = socketOf(client);
       shared.corked = true;
       stream?.cork?.();
       process.nextTick(() => {
@@ -132,21 +179,13 @@ export const sharedLanes = (
     const number = ++shared.switches;
     shared.switching++;
     shared.scope = scope.key;
-    const sent = [
-      client.query("BEGIN"),
-      client.query(scope.set.text, scope.set.params as unknown[]),
-      client.query(statement),
-      // After a failure before it, the server answers COMMIT with a ROLLBACK.
-      client.query("COMMIT"),
-    ];
-    const settled = await Promise.allSettled(sent);
+    const switched = await switchedRun(client, scope, statement);
     shared.switching--;
-    const failed = settled.find((s) => s.status === "rejected");
-    if (failed && shared.switches === number) shared.scope = UNKNOWN;
-    const broken = settled[0]?.status === "rejected" ? settled[0] : settled[3];
-    if (broken?.status === "rejected") discard(shared, broken.reason as Error);
-    if (failed) throw failed.reason;
-    return (settled[2] as PromiseFulfilledResult<pg.QueryResult>).value;
+    // A lane's statements have parameters: one statement, one result.
+    if (switched.ok) return switched.result as pg.QueryResult;
+    if (shared.switches === number) shared.scope = UNKNOWN;
+    if (switched.broken) discard(shared, switched.broken);
+    throw switched.failure;
   };
 
   return {

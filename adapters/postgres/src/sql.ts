@@ -1,10 +1,9 @@
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import path from "node:path";
-import type { Writable } from "node:stream";
 import { PGlite, parse as pgliteParse, protocol } from "@electric-sql/pglite";
 import pg from "pg";
-import { sharedLanes } from "./lanes.js";
+import { sharedLanes, switchedRun } from "./lanes.js";
 import { neutralInTransaction, neutralSession } from "./tenancy.js";
 
 export interface QueryResult<R> {
@@ -285,31 +284,14 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
             throw error;
           }
         }
-        // pg writes each query apart (corked per query): held corked across the four, they
-        // leave in one write, not four system calls. The socket is pg's own, not typed.
-        const stream = (held.client as unknown as { connection?: { stream?: Partial<Writable> } }).connection
-          ?.stream;
-        stream?.cork?.();
-        let sent: Promise<pg.QueryResult | pg.QueryResult[]>[];
-        try {
-          sent = [
-            held.client.query("BEGIN"),
-            held.client.query(scope.set.text, scope.set.params as unknown[]),
-            held.client.query(run),
-            // After a failure before it, the server answers COMMIT with a ROLLBACK.
-            held.client.query("COMMIT"),
-          ];
-        } finally {
-          stream?.uncork?.();
-        }
-        const settled = await Promise.allSettled(sent);
-        const failed = settled.find((s) => s.status === "rejected");
-        sessions.set(held.client, failed ? UNKNOWN : scope.key);
+        const switched = await switchedRun(held.client, scope, run);
+        sessions.set(held.client, switched.ok ? scope.key : UNKNOWN);
         // A failed COMMIT or BEGIN means a broken connection: destroy it rather than reuse it.
-        const broken = settled[0]?.status === "rejected" || settled[3]?.status === "rejected";
-        held.release(broken ? new Error("connection broken in a transaction") : undefined);
-        if (failed) throw failed.reason;
-        return answer<R>(text, params, aggregate, (settled[2] as PromiseFulfilledResult<unknown>).value);
+        held.release(
+          !switched.ok && switched.broken ? new Error("connection broken in a transaction") : undefined,
+        );
+        if (!switched.ok) throw switched.failure;
+        return answer<R>(text, params, aggregate, switched.result);
       })(),
     );
 
