@@ -52,8 +52,8 @@ const compile = (ast: SchemaAST.AST): Encoder | undefined => {
     }
     case "Union": {
       // A union of literals (a status, a code) is one lookup, not a call per member; Set.has
-      // compares as `===` does for every literal a schema can hold.
-      if (ast.types.every((t) => t._tag === "Literal")) {
+      // compares as `===` does, but for NaN, whose unions keep the call per member.
+      if (ast.types.every((t) => t._tag === "Literal" && !Number.isNaN((t as SchemaAST.Literal).literal))) {
         const literals = new Set<unknown>(ast.types.map((t) => (t as SchemaAST.Literal).literal));
         return (v) => (literals.has(v) ? v : FAIL);
       }
