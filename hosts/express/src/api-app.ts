@@ -1,7 +1,8 @@
+import type { RequestListener } from "node:http";
 import { type Operation, openApiDocument, operations, type Vod } from "@vod/core";
 import express, { type Express } from "express";
-import { catalogRoutes } from "./catalog-routes.js";
-import { internalError, notFound, requestLog } from "./http.js";
+import { type CatalogRoutes, catalogRoutes } from "./catalog-routes.js";
+import { type Handler, type HttpRequest, internalError, notFound, requestLog } from "./http.js";
 import type { Logger } from "./logger.js";
 import { apiCors, type OpsOptions, opsRoutes, requestMetrics } from "./ops.js";
 
@@ -19,9 +20,19 @@ export interface ApiAppOptions {
   readonly corsOrigins?: ReadonlyArray<string>;
 }
 
+/** The listener of every route, and the two routers it hands requests to. */
+export type ApiApp = RequestListener & {
+  /** Every operation of the spec (`catalogRoutes`), served on node's request and response. */
+  readonly catalog: CatalogRoutes;
+  /** The host's own routes (`/healthz`, `/readyz`, `/metrics`, the OpenAPI document) and the 404. */
+  readonly express: Express;
+};
+
 /**
  * The app of every route ({base_url}, and {media_url} and {drm_url} unless they are split off):
- * every operation of the catalog behind the one generic handler.
+ * every operation of the catalog behind the one generic handler, and the host's own routes. A
+ * request the catalog takes never enters Express; both go through the same prelude (request id,
+ * log, metrics, the fixed headers, the API's CORS) and end in the same error handler.
  */
 export const createApiApp = ({
   vod,
@@ -33,7 +44,7 @@ export const createApiApp = ({
   operations: ops = operations,
   ops: operational = { readiness: [] },
   corsOrigins = [],
-}: ApiAppOptions): Express => {
+}: ApiAppOptions): ApiApp => {
   const app = express();
   app.disable("x-powered-by");
   // Express's fallback error page prints the stack outside production; `internalError` answers
@@ -43,22 +54,17 @@ export const createApiApp = ({
   app.set("etag", false);
   const log = requestLog(logger, operational.metrics && requestMetrics(operational.metrics));
   const cors = apiCors(corsOrigins);
-  // What every request goes through, as one layer of Express's router rather than three.
-  app.use((req, res, next) =>
+  // What every request goes through, in one step rather than three.
+  const prelude: Handler = (req, res, next) =>
     log(req, res, () => {
       res.setHeader("x-content-type-options", "nosniff");
       res.setHeader("cache-control", "no-store");
       cors.cors(req, res, next);
-    }),
-  );
+    });
+  app.use(prelude as unknown as express.RequestHandler);
   app.get("/healthz", (_req, res) => {
     res.json({ status: "ok" });
   });
-  // Every route of the spec is an operation of the catalog, each reading its body as its
-  // operation says (an unknown route is 404 whatever it carries); what the JSON parser refuses
-  // (malformed JSON, a broken gzip body) reaches `internalError`, which answers with the spec's
-  // error.
-  app.use(catalogRoutes(vod, ops));
   // Generated once from the schemas that validate and encode every operation.
   const openApi = openApiDocument(ops, {
     title: "VOD platform API",
@@ -70,8 +76,21 @@ export const createApiApp = ({
     res.json(openApi);
   });
   app.use(opsRoutes(operational));
-  app.use(cors.preflight);
+  app.use(cors.preflight as unknown as express.RequestHandler);
   app.use(notFound);
   app.use(internalError);
-  return app;
+  // Every route of the spec is an operation of the catalog, each reading its body as its
+  // operation says (an unknown route is 404 whatever it carries); what the JSON parser refuses
+  // (malformed JSON, a broken gzip body) reaches `internalError`, which answers with the spec's
+  // error.
+  const catalog = catalogRoutes(vod, ops, { trustProxy });
+  const listener: RequestListener = (req, res) => {
+    const request = req as HttpRequest;
+    const found = catalog.match(request);
+    if (found === undefined) return app(req, res);
+    prelude(request, res, () =>
+      catalog.serve(found, request, res, (error) => internalError(error, request, res)),
+    );
+  };
+  return Object.assign(listener, { catalog, express: app });
 };

@@ -1,30 +1,69 @@
 import type { Operation, Vod } from "@vod/core";
-import express, { type NextFunction, type Request, type RequestHandler, type Response } from "express";
-import { cors, handle, readText, requireJsonBody } from "./http.js";
+import express from "express";
+import {
+  answeredBy,
+  cors,
+  type Handler,
+  type HttpRequest,
+  type HttpResponse,
+  handle,
+  type Next,
+  pathOf,
+  readText,
+  requireJsonBody,
+} from "./http.js";
+
+/** A request the catalog takes: its route and path parameters, or the error decoding them raised. */
+export type CatalogMatch =
+  | { readonly route: Route; readonly params: Record<string, string> }
+  | { readonly error: unknown };
+
+interface Route {
+  readonly op: Operation;
+  readonly pattern: RegExp;
+  readonly names: ReadonlyArray<string>;
+  readonly cors: Handler | undefined;
+  readonly read: Handler | undefined;
+  readonly json: boolean;
+  readonly run: (req: HttpRequest, res: HttpResponse) => Promise<void>;
+}
+
+export interface CatalogRoutes {
+  /**
+   * The route of the catalog that takes the request, if any: the first whose pattern matches the
+   * path and whose method is the request's (HEAD served by GET, a CORS preflight by any route
+   * browsers call). A parameter that is not valid percent-encoding is an error whatever the
+   * method, as in Express, whose router tries every route's pattern before its method.
+   */
+  match(req: HttpRequest): CatalogMatch | undefined;
+  /** Answers a request `match` took; `fail` hears of what went wrong outside the operation. */
+  serve(match: CatalogMatch, req: HttpRequest, res: HttpResponse, fail: Next): void;
+  /** What it routes, as `METHOD /path/:param`, for whoever lists the routes an app mounts. */
+  readonly mounted: ReadonlyArray<string>;
+}
 
 /**
- * The catalog's routes as one middleware: a request finds its operation in one pass over
- * precompiled patterns instead of Express walking a layer (and its route's stack) per operation,
- * and each route reads its body as its operation says: JSON through the parser, text up to its
- * cap, a stream left to the use case, or nothing at all (media files stay lean).
+ * The catalog's routes, served on node's request and response rather than through Express (see
+ * `HttpRequest`): a request finds its operation in one pass over precompiled patterns, and each
+ * route reads its body as its operation says: JSON through the parser, text up to its cap, a
+ * stream left to the use case, or nothing at all (media files stay lean).
  *
  * It answers as `app.get/post/put/delete(op.path, ...parsers, handle)` would, in catalog order:
  * the same patterns as Express's router builds (case-insensitive, one optional trailing slash,
  * `:name` a non-empty segment, `*name` the rest of the path), HEAD served by the GET route, CORS
- * preflights answered for the routes browsers call, a parameter that is not valid
- * percent-encoding an error for `internalError` whatever the method (Express tries every route's
- * pattern before its method), and anything else left to the handlers after it.
+ * preflights answered for the routes browsers call.
  */
 export const catalogRoutes = (
   vod: Vod,
   ops: ReadonlyArray<Operation>,
-): RequestHandler & { readonly mounted: ReadonlyArray<string> } => {
+  { trustProxy = false }: { readonly trustProxy?: boolean } = {},
+): CatalogRoutes => {
   const json = express.json({ limit: "64kb", type: ["application/json", "application/*+json"] });
-  const parseJson: RequestHandler = (req, res, next) =>
+  const parseJson: Handler = (req, res, next) =>
     requireJsonBody(req, res, (error?: unknown) =>
       error === undefined ? json(req, res, next) : next(error),
     );
-  const routes = ops.map((op) => {
+  const routes: ReadonlyArray<Route> = ops.map((op) => {
     const names: string[] = [];
     const source = op.path
       .split("/")
@@ -49,51 +88,47 @@ export const catalogRoutes = (
         ),
       read: body.kind === "json" ? parseJson : body.kind === "text" ? readText(body.maxBytes) : undefined,
       json: body.kind === "json",
-      run: handle(vod, op),
+      run: handle(vod, op, trustProxy),
     };
   });
-  const middleware: RequestHandler = (req, res, next) => {
-    const path = req.path;
+  const match = (req: HttpRequest): CatalogMatch | undefined => {
+    const path = pathOf(req);
     const method = req.method === "HEAD" ? "GET" : req.method;
     for (const route of routes) {
-      const match = route.pattern.exec(path);
-      if (match === null) continue;
+      const found = route.pattern.exec(path);
+      if (found === null) continue;
       const params: Record<string, string> = Object.create(null);
       try {
         for (let i = 0; i < route.names.length; i++)
-          params[route.names[i] as string] = decodeParam(match[i + 1]);
+          params[route.names[i] as string] = decodeParam(found[i + 1]);
       } catch (error) {
-        return next(error);
+        return { error };
       }
-      const preflight = method === "OPTIONS" && route.cors !== undefined;
-      if (route.op.method !== method && !preflight) continue;
-      req.params = params;
-      res.locals.route = route.op.path;
-      const run = () => void Promise.resolve(route.run(req, res, next)).catch(next);
-      // CORS headers on every answer, errors included; a preflight ends there.
-      if (route.cors === undefined) return readThen(route, req, res, next, run);
-      return route.cors(req, res, () => readThen(route, req, res, next, run));
+      if (route.op.method === method || (method === "OPTIONS" && route.cors !== undefined))
+        return { route, params };
     }
-    next();
+    return undefined;
   };
-  // What it routes, as `METHOD /path/:param`, for whoever lists the routes an app mounts (the
-  // OpenAPI test): Express's router no longer sees them one by one.
+  const serve = (found: CatalogMatch, req: HttpRequest, res: HttpResponse, fail: Next) => {
+    if ("error" in found) return fail(found.error);
+    const { route } = found;
+    req.params = found.params;
+    answeredBy(res, route.op.path);
+    const run = () => void route.run(req, res).catch(fail);
+    // CORS headers on every answer, errors included; a preflight ends there.
+    if (route.cors === undefined) return readThen(route, req, res, fail, run);
+    route.cors(req, res, () => readThen(route, req, res, fail, run));
+  };
   const mounted = ops.flatMap((op) => [
     `${op.method} ${op.path}`,
     ...(op.reply.kind === "file" && op.method === "GET" ? [`HEAD ${op.path}`] : []),
     ...(op.cors ? [`OPTIONS ${op.path}`] : []),
   ]);
-  return Object.assign(middleware, { mounted });
+  return { match, serve, mounted };
 };
 
 /** Reads the body as the route's operation says, then runs it. */
-const readThen = (
-  route: { readonly read: RequestHandler | undefined; readonly json: boolean },
-  req: Request,
-  res: Response,
-  next: NextFunction,
-  run: () => void,
-) => {
+const readThen = (route: Route, req: HttpRequest, res: HttpResponse, fail: Next, run: () => void) => {
   // No body, no JSON parser: what it would do then is nothing (`req.body` stays undefined).
   if (
     route.read === undefined ||
@@ -102,7 +137,7 @@ const readThen = (
       req.headers["content-length"] === undefined)
   )
     return run();
-  route.read(req, res, (error?: unknown) => (error === undefined ? run() : next(error)));
+  route.read(req, res, (error?: unknown) => (error === undefined ? run() : fail(error)));
 };
 
 /** Express's own decoding of a path parameter: a URIError `internalError` answers as 400. */

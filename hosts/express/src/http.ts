@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { STATUS_CODES } from "node:http";
+import { type IncomingMessage, type ServerResponse, STATUS_CODES } from "node:http";
+import { parse as parseQuery } from "node:querystring";
 import { type Duplex, Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import {
@@ -12,55 +13,91 @@ import {
   type VodError,
 } from "@vod/core";
 import { Cause, Effect, Exit, Option } from "effect";
-import type { ErrorRequestHandler, Request, RequestHandler, Response } from "express";
+import parseurl from "parseurl";
+import proxyaddr from "proxy-addr";
+import parseRange from "range-parser";
+import typeis from "type-is";
 import { type ErrorReply, errorReply, replyForCause, requestErrorOf, wholeRequest } from "./errors.js";
 import type { Logger } from "./logger.js";
 
-declare module "express-serve-static-core" {
-  interface Request {
-    id: string;
-    log: Logger;
-  }
+/**
+ * A request as the host's handlers read it: node's own, with what the request prelude (`id`)
+ * and the catalog's router (`params`, `body`) add. The catalog's routes run on node's request and
+ * response as they come, not on Express's: Express gives each its own prototypes, and that alone
+ * cost about 100 µs of CPU per request on this machine (bench/README.md). Express's requests are
+ * these too, so the host's own routes share every helper here.
+ */
+export interface HttpRequest extends IncomingMessage {
+  id: string;
+  params: Record<string, string>;
+  body?: unknown;
 }
+export type HttpResponse = ServerResponse;
+/** A step of a request's handling, in the shape Express's and body-parser's middleware have. */
+export type Next = (error?: unknown) => void;
+export type Handler = (req: HttpRequest, res: HttpResponse, next: Next) => void;
 
-export const sendError = (res: Response, reply: ErrorReply) => {
-  res.status(reply.status).set(reply.headers);
+/** The path of the request's URL, as Express's `req.path` reads it (parsed once per request). */
+export const pathOf = (req: IncomingMessage): string => parseurl(req)?.pathname ?? "/";
+
+/** The request's query string, parsed as Express's default ("simple") query parser does. */
+export const queryOf = (req: IncomingMessage) => {
+  const query = parseurl(req)?.query;
+  return parseQuery(typeof query === "string" ? query : "");
+};
+
+/** A header sent once (names in lower case), as Express's `req.get` reads it. */
+export const headerOf = (req: IncomingMessage, name: string): string | undefined => {
+  const value = req.headers[name];
+  return typeof value === "string" ? value : undefined;
+};
+
+const trustAll = () => true;
+/**
+ * The client's address as Express's `req.ip` reads it: the socket's peer, or with `trustProxy`
+ * the first address of X-Forwarded-For (VOD_TRUST_PROXY says a load balancer sets it).
+ */
+export const clientIpOf = (req: IncomingMessage, trustProxy: boolean): string =>
+  (trustProxy ? proxyaddr(req, trustAll) : req.socket.remoteAddress) ?? "unknown";
+
+export const sendError = (res: HttpResponse, reply: ErrorReply) => {
+  res.statusCode = reply.status;
+  for (const name in reply.headers) res.setHeader(name, reply.headers[name] as string);
   sendJson(res.req, res, reply.body);
 };
+
+const ROUTE = Symbol("vod.route");
+type Routed = HttpResponse & { [ROUTE]?: string };
+
+/** Records the template of the catalog's route that answers, for the request metrics' label. */
+export const answeredBy = (res: HttpResponse, route: string) => {
+  (res as Routed)[ROUTE] = route;
+};
+/** The catalog's route that answered, if one did. */
+export const catalogRouteOf = (res: HttpResponse): string | undefined => (res as Routed)[ROUTE];
 
 /** The path as logged: playback URLs carry their token in the path, and it never reaches a log. */
 export const loggedPath = (path: string) => path.replace(/^\/v1\/play\/[^/]+/, "/v1/play/[token]");
 
 const LOGGER = Symbol("vod.logger");
 const CHILD = Symbol("vod.log");
-type Logged = Request & { [LOGGER]?: Logger; [CHILD]?: Logger };
-const lazyLogs = new WeakSet<object>();
+type Logged = IncomingMessage & { id?: string; [LOGGER]?: Logger; [CHILD]?: Logger };
 
 /**
- * `req.log` made on first use: most requests log nothing but their request line (and at `warn`,
- * not even that), and a child logger per request was work for nothing. The getter lives on the
- * app's request prototype, installed once.
+ * The request's logger, its id on every line; made on first use: most requests log nothing but
+ * their request line (and at `warn`, not even that), and a child logger per request was work for
+ * nothing.
  */
-const installLazyLog = (req: Request) => {
-  const proto = Object.getPrototypeOf(req) as object;
-  if (lazyLogs.has(proto)) return;
-  lazyLogs.add(proto);
-  Object.defineProperty(proto, "log", {
-    configurable: true,
-    get(this: Logged): Logger {
-      let child = this[CHILD];
-      if (child === undefined) {
-        const root = this[LOGGER];
-        if (root === undefined) throw new Error("req.log read before requestLog ran");
-        child = root.child({ req_id: this.id });
-        this[CHILD] = child;
-      }
-      return child;
-    },
-    set(this: Logged, value: Logger) {
-      this[CHILD] = value;
-    },
-  });
+export const logOf = (req: IncomingMessage): Logger => {
+  const logged = req as Logged;
+  let child = logged[CHILD];
+  if (child === undefined) {
+    const root = logged[LOGGER];
+    if (root === undefined) throw new Error("a request logged before requestLog ran");
+    child = root.child({ req_id: logged.id });
+    logged[CHILD] = child;
+  }
+  return child;
 };
 
 /**
@@ -69,11 +106,10 @@ const installLazyLog = (req: Request) => {
  * duration in seconds.
  */
 export const requestLog =
-  (logger: Logger, finished?: (req: Request, res: Response, seconds: number) => void): RequestHandler =>
+  (logger: Logger, finished?: (req: HttpRequest, res: HttpResponse, seconds: number) => void): Handler =>
   (req, res, next) => {
     const given = req.headers["x-request-id"];
     req.id = typeof given === "string" && /^[\w.-]{1,128}$/.test(given) ? given : randomUUID();
-    installLazyLog(req);
     (req as Logged)[LOGGER] = logger;
     res.setHeader("x-request-id", req.id);
     const started = process.hrtime.bigint();
@@ -86,7 +122,7 @@ export const requestLog =
         {
           req_id: req.id,
           method: req.method,
-          path: loggedPath(req.path),
+          path: loggedPath(pathOf(req)),
           status: res.statusCode,
           ms: Math.round(ns / 1e5) / 10,
         },
@@ -96,9 +132,9 @@ export const requestLog =
     next();
   };
 
-export const credentialsOf = (req: Request): Credentials => {
-  const authorization = req.get("authorization");
-  const apiKey = req.get("x-api-key");
+export const credentialsOf = (req: IncomingMessage): Credentials => {
+  const authorization = headerOf(req, "authorization");
+  const apiKey = headerOf(req, "x-api-key");
   const match = authorization === undefined ? null : /^Bearer[ ]+(\S+)\s*$/i.exec(authorization);
   return {
     // A malformed Authorization header is a credential that fails, not an absent one.
@@ -108,18 +144,20 @@ export const credentialsOf = (req: Request): Credentials => {
 };
 
 /**
- * The Range header, read by Express's own parser (range-parser) once the core knows the size:
+ * The Range header, read by Express's own parser (range-parser, as `req.range` would) once the core knows the size:
  * one range is served as such, a malformed header or several ranges serve the whole file (as
  * RFC 9110 allows), none that fits is 416. range-parser 1.x refuses a suffix longer than the file
  * (`bytes=-5000` of 1,000 bytes), which RFC 9110 14.1.2 serves whole; 2.x fixes it but needs
  * Node 22, so that one case is clamped here.
  */
 const requestedRange =
-  (req: Request): RequestedRange =>
+  (req: IncomingMessage): RequestedRange =>
   (size) => {
-    const suffix = /^bytes=\s*-\s*(\d+)\s*$/.exec(req.get("range") ?? "");
+    const header = headerOf(req, "range");
+    if (header === undefined) return undefined;
+    const suffix = /^bytes=\s*-\s*(\d+)\s*$/.exec(header);
     if (suffix && size > 0 && Number(suffix[1]) > size) return { start: 0, end: size - 1 };
-    const ranges = req.range(size, { combine: true });
+    const ranges = parseRange(size, header, { combine: true });
     if (ranges === -1) return "unsatisfiable";
     if (ranges === undefined || ranges === -2 || ranges.type !== "bytes" || ranges.length !== 1)
       return undefined;
@@ -127,24 +165,28 @@ const requestedRange =
   };
 
 /** Sends a streamed body; a player that seeks or closes hangs up mid-file all the time. */
-const sendStream = (req: Request, res: Response, stream: AsyncIterable<Uint8Array>) =>
+const sendStream = (req: HttpRequest, res: HttpResponse, stream: AsyncIterable<Uint8Array>) =>
   pipeline(Readable.from(stream), res).catch((err: unknown) => {
     if (isDisconnect(err)) logDisconnect(req, err);
-    else req.log.error({ err, path: loggedPath(req.path) }, "delivery failed");
+    else logOf(req).error({ err, path: loggedPath(pathOf(req)) }, "delivery failed");
   });
 
 /** The one handler every route runs: the operation does the rest. */
-export const handle = (vod: Vod, operation: Operation): RequestHandler => {
+export const handle = (
+  vod: Vod,
+  operation: Operation,
+  trustProxy: boolean,
+): ((req: HttpRequest, res: HttpResponse) => Promise<void>) => {
   const streamed = operation.body.kind === "stream";
   const ranged = operation.reply.kind === "file";
   return async (req, res) => {
     const exit = await Effect.runPromiseExit(
       operation.execute(vod, {
-        params: req.params as Record<string, string>,
-        query: req.query,
+        params: req.params,
+        query: queryOf(req),
         body: req.body,
         credentials: credentialsOf(req),
-        clientIp: req.ip ?? req.socket.remoteAddress ?? "unknown",
+        clientIp: clientIpOf(req, trustProxy),
         requestId: req.id,
         headers: req.headers,
         // One shape for every operation's request, whatever it reads.
@@ -168,7 +210,7 @@ export const handle = (vod: Vod, operation: Operation): RequestHandler => {
  * (no reply here carries a validator; `If-None-Match: *` no longer turns a reply into a bodiless
  * 304), no content negotiation of the charset.
  */
-const sendJson = (req: Request, res: Response, body: unknown) => {
+const sendJson = (req: IncomingMessage, res: HttpResponse, body: unknown) => {
   const text = JSON.stringify(body);
   if (!res.hasHeader("content-type")) res.setHeader("content-type", "application/json; charset=utf-8");
   res.setHeader("content-length", Buffer.byteLength(text));
@@ -181,7 +223,7 @@ const sendJson = (req: Request, res: Response, body: unknown) => {
  * refused with 413 without reading the rest.
  */
 export const readText =
-  (limit: number): RequestHandler =>
+  (limit: number): Handler =>
   (req, res, next) => {
     const declared = Number(req.headers["content-length"]);
     const refuse = () =>
@@ -211,7 +253,7 @@ export const readText =
   };
 
 /** Whether the client is gone: the exchange's socket closed (a request read in part may have let go of it). */
-const clientGone = (req: Request, res: Response) =>
+const clientGone = (req: IncomingMessage, res: HttpResponse) =>
   res.destroyed || (res.socket ?? req.socket)?.destroyed === true;
 
 /** Errors of a socket whose peer went away: a player seeking or closing, a page unloading. */
@@ -231,9 +273,9 @@ export const isDisconnect = (err: unknown) => {
 };
 
 /** Logs that the client went away mid-request: no stack, nothing anyone needs to act on. */
-export const logDisconnect = (req: Request, err?: unknown) =>
-  req.log.debug(
-    { path: loggedPath(req.path), code: (err as { code?: unknown } | undefined)?.code },
+export const logDisconnect = (req: IncomingMessage, err?: unknown) =>
+  logOf(req).debug(
+    { path: loggedPath(pathOf(req)), code: (err as { code?: unknown } | undefined)?.code },
     "client went away",
   );
 
@@ -247,7 +289,7 @@ const REFUSAL_LOG_EVERY_MS = 60_000;
  * sign-in not configured), logged once per process; with one (a database or a certificate URL
  * failing), at most once a minute per message, with the count of those left unlogged.
  */
-const logRefusal = (req: Request, error: VodError & { cause?: unknown }, reply: ErrorReply) => {
+const logRefusal = (req: IncomingMessage, error: VodError & { cause?: unknown }, reply: ErrorReply) => {
   const key = `${reply.body.code}:${error.message}`;
   const now = Date.now();
   const last = refusals.get(key);
@@ -257,7 +299,7 @@ const logRefusal = (req: Request, error: VodError & { cause?: unknown }, reply: 
   }
   refusals.set(key, { at: now, unlogged: 0 });
   const cause = error.cause as { message?: unknown; code?: unknown } | undefined;
-  req.log.warn(
+  logOf(req).warn(
     {
       code: reply.body.code,
       ...(cause === undefined ? {} : { cause: String(cause.message ?? cause), cause_code: cause.code }),
@@ -274,8 +316,8 @@ const logRefusal = (req: Request, error: VodError & { cause?: unknown }, reply: 
  * wanted: the connection closes rather than read it.
  */
 export const sendFailure = (
-  req: Request,
-  res: Response,
+  req: IncomingMessage,
+  res: HttpResponse,
   cause: Cause.Cause<VodError>,
   context: Record<string, unknown> = {},
 ) => {
@@ -283,9 +325,9 @@ export const sendFailure = (
   const failure = Cause.failureOption(cause);
   const gone = clientGone(req, res);
   // A defect is ours whether or not the client stayed to hear of it.
-  if (defect !== undefined) req.log.error({ ...context, err: defect }, "request failed");
+  if (defect !== undefined) logOf(req).error({ ...context, err: defect }, "request failed");
   else if (Option.isSome(failure) && failure.value._tag === "InternalError")
-    req.log.error({ ...context, err: failure.value.cause ?? failure.value.message }, "request failed");
+    logOf(req).error({ ...context, err: failure.value.cause ?? failure.value.message }, "request failed");
   else if (gone) logDisconnect(req);
   else if (Option.isSome(failure) && reply.status >= 500) logRefusal(req, failure.value, reply);
   if (gone) return;
@@ -298,16 +340,17 @@ export const sendFailure = (
  * echoed (or `*`), preflights answer 204 at once.
  */
 export const cors =
-  (methods: string, headers: string, expose = ""): RequestHandler =>
+  (methods: string, headers: string, expose = ""): Handler =>
   (req, res, next) => {
-    res.setHeader("access-control-allow-origin", req.get("origin") ?? "*");
+    res.setHeader("access-control-allow-origin", headerOf(req, "origin") ?? "*");
     res.setHeader("vary", "origin");
     res.setHeader("access-control-allow-methods", methods);
     res.setHeader("access-control-allow-headers", headers);
     if (expose) res.setHeader("access-control-expose-headers", expose);
     res.setHeader("access-control-max-age", "600");
     if (req.method === "OPTIONS") {
-      res.status(204).end();
+      res.statusCode = 204;
+      res.end();
       return;
     }
     next();
@@ -317,35 +360,35 @@ export const cors =
  * Bodies must be JSON objects sent as JSON. A body of another type would otherwise reach the
  * schema as "missing" and produce a misleading message.
  */
-export const requireJsonBody: RequestHandler = (req, res, next) => {
+export const requireJsonBody: Handler = (req, res, next) => {
   const hasBody =
     req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0;
-  if (!hasBody || req.is(["application/json", "application/*+json"])) return next();
+  if (!hasBody || typeis(req, ["application/json", "application/*+json"])) return next();
   sendError(
     res,
     errorReply(
       wholeRequest(
         "request body must be JSON (Content-Type: application/json)",
-        `unsupported content type ${req.get("content-type") ?? "(none)"}`,
+        `unsupported content type ${headerOf(req, "content-type") ?? "(none)"}`,
       ),
     ),
   );
 };
 
-export const notFound: RequestHandler = (req, res) =>
-  sendError(res, errorReply(new NotFound({ message: `no route for ${req.method} ${req.path}` })));
+export const notFound = (req: IncomingMessage, res: HttpResponse) =>
+  sendError(res, errorReply(new NotFound({ message: `no route for ${req.method} ${pathOf(req)}` })));
 
 /**
  * The one handler of errors thrown outside the operations (Express's path decoding, the body
  * parser): the spec's error when the request caused it, else 500 with the error logged. Never a
  * stack trace or SQL in a body.
  */
-export const internalError: ErrorRequestHandler = (err, req, res, _next) => {
+export const internalError = (err: unknown, req: IncomingMessage, res: HttpResponse, _next?: Next) => {
   try {
     const caused = requestErrorOf(err);
     if (res.headersSent || clientGone(req, res)) {
       if (caused || isDisconnect(err)) logDisconnect(req, err);
-      else req.log?.error({ err }, "unhandled error");
+      else logOf(req).error({ err }, "unhandled error");
       res.destroy();
       return;
     }
@@ -353,11 +396,11 @@ export const internalError: ErrorRequestHandler = (err, req, res, _next) => {
       if (!req.readableEnded) res.setHeader("connection", "close");
       return sendError(res, errorReply(caused));
     }
-    req.log?.error({ err }, "unhandled error");
+    logOf(req).error({ err }, "unhandled error");
     sendError(res, errorReply({ _tag: "InternalError", message: "internal error" } as never));
   } catch (failure) {
     // Nothing may fall through to Express's own handler, which prints the stack in the body.
-    req.log?.error({ err: failure, cause: err }, "error handler failed");
+    (req as Logged)[LOGGER]?.error({ err: failure, cause: err }, "error handler failed");
     res.destroy();
   }
 };

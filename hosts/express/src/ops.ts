@@ -1,9 +1,18 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { PrometheusMetrics } from "@vod/adapter-prometheus";
 import { StorageError, Unauthorized } from "@vod/core";
-import express, { type Request, type RequestHandler, type Response, type Router } from "express";
+import express, { type Router } from "express";
+import vary from "vary";
 import { errorReply } from "./errors.js";
-import { credentialsOf, sendError } from "./http.js";
+import {
+  catalogRouteOf,
+  credentialsOf,
+  type Handler,
+  type HttpRequest,
+  type HttpResponse,
+  headerOf,
+  sendError,
+} from "./http.js";
 
 /** One dependency `/readyz` asks: it answers when `check` resolves. */
 export interface ReadinessCheck {
@@ -91,25 +100,22 @@ const UNMATCHED_ROUTE = "unmatched";
 
 /**
  * Records every request, when it finishes, under the template of the route that answered it:
- * routers set `res.locals.route` (the catalog its operation's path), Express's own routes leave
+ * the catalog's operation's path (`answeredBy`), or what Express's own routes leave in
  * `req.route`. Called by `requestLog`, which times the request once for both.
  */
 export const requestMetrics =
   (metrics: PrometheusMetrics) =>
-  (req: Request, res: Response, seconds: number): void => {
-    const route = routeOf(res) ?? (req.route as { path?: unknown } | undefined)?.path;
+  (req: HttpRequest, res: HttpResponse, seconds: number): void => {
+    const route = catalogRouteOf(res) ?? (req as { route?: { path?: unknown } }).route?.path;
     metrics.requestEnded(
       {
         route: typeof route === "string" ? route : UNMATCHED_ROUTE,
-        method: req.method,
+        method: req.method ?? "",
         status: res.statusCode,
       },
       seconds,
     );
   };
-
-const routeOf = (res: Response): string | undefined =>
-  typeof res.locals.route === "string" ? res.locals.route : undefined;
 
 /** What a browser page may send the API and read back (DECISIONS "Operations"). */
 const API_CORS = {
@@ -124,9 +130,7 @@ const API_CORS = {
  * request; `preflight`, mounted after every router, answers the OPTIONS no route took, so that the
  * media and DRM routes keep answering their own preflights (their CORS echoes any origin).
  */
-export const apiCors = (
-  origins: ReadonlyArray<string>,
-): { cors: RequestHandler; preflight: RequestHandler } => {
+export const apiCors = (origins: ReadonlyArray<string>): { cors: Handler; preflight: Handler } => {
   const any = origins.includes("*");
   const listed = new Set(origins);
   const allowed = (origin: string | undefined): origin is string =>
@@ -134,8 +138,8 @@ export const apiCors = (
   return {
     cors: (req, res, next) => {
       if (origins.length === 0) return next();
-      res.vary("Origin");
-      const origin = req.get("origin");
+      vary(res, "Origin");
+      const origin = headerOf(req, "origin");
       if (allowed(origin)) {
         res.setHeader("access-control-allow-origin", any ? "*" : origin);
         res.setHeader("access-control-expose-headers", API_CORS.expose);
@@ -143,11 +147,12 @@ export const apiCors = (
       next();
     },
     preflight: (req, res, next) => {
-      if (req.method !== "OPTIONS" || !allowed(req.get("origin"))) return next();
+      if (req.method !== "OPTIONS" || !allowed(headerOf(req, "origin"))) return next();
       res.setHeader("access-control-allow-methods", API_CORS.methods);
       res.setHeader("access-control-allow-headers", API_CORS.headers);
       res.setHeader("access-control-max-age", "600");
-      res.status(204).end();
+      res.statusCode = 204;
+      res.end();
     },
   };
 };
