@@ -455,6 +455,11 @@ const FRAMINGS: ReadonlyArray<
     `${h.method} ${h.path} HTTP/1.1\r\n${h.headers.join("\r\n")}\r\ncontent-length: ${Math.max(0, b.length - 2)}\r\n\r\n${b}`,
   (h, b) =>
     `${h.method} ${h.path} HTTP/1.1\r\n${h.headers.join("\r\n")}\r\nhost: other\r\ncontent-length: ${b.length}\r\n\r\n${b}`,
+  // Absolute-form targets (RFC 9112 3.2.2): one served as its path, one no URL parser takes.
+  (h, b) =>
+    `${h.method} http://127.0.0.1${h.path} HTTP/1.1\r\n${h.headers.join("\r\n")}\r\ncontent-length: ${b.length}\r\n\r\n${b}`,
+  (h, b) =>
+    `${h.method} http://[::1${h.path} HTTP/1.1\r\n${h.headers.join("\r\n")}\r\ncontent-length: ${b.length}\r\n\r\n${b}`,
 ];
 
 /** Every hostile class the fuzz runs on every route. */

@@ -19,6 +19,7 @@ import {
 import { buildWorlds, reviveCredentials, secretsOf, type TenantWorld } from "./world.js";
 
 export { fakeMediaProcessor } from "../fake-media-processor.js";
+export { sendRawBytes } from "./wire.js";
 
 /** The fuzz's one seed: each (route, class) batch derives its own from it and the names. */
 export const FUZZ_SEED = 20_260_112;

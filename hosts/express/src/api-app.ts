@@ -88,9 +88,16 @@ export const createApiApp = ({
     const request = req as HttpRequest;
     const found = catalog.match(request);
     if (found === undefined) return app(req, res);
-    prelude(request, res, () =>
-      catalog.serve(found, request, res, (error) => internalError(error, request, res)),
-    );
+    const fail = (error: unknown) => internalError(error, request, res);
+    prelude(request, res, () => {
+      // What throws rather than failing its callback gets the spec's error too, as Express's
+      // router would catch it; thrown in node's request event, it would end the process.
+      try {
+        catalog.serve(found, request, res, fail);
+      } catch (error) {
+        fail(error);
+      }
+    });
   };
   return Object.assign(listener, { catalog, express: app });
 };

@@ -8,9 +8,9 @@ import {
   type HttpResponse,
   handle,
   type Next,
-  pathOf,
   readText,
   requireJsonBody,
+  targetPathOf,
 } from "./http.js";
 
 /** A request the catalog takes: its route and path parameters, or the error decoding them raised. */
@@ -33,7 +33,8 @@ export interface CatalogRoutes {
    * The route of the catalog that takes the request, if any: the first whose pattern matches the
    * path and whose method is the request's (HEAD served by GET, a CORS preflight by any route
    * browsers call). A parameter that is not valid percent-encoding is an error whatever the
-   * method, as in Express, whose router tries every route's pattern before its method.
+   * method, as in Express, whose router tries every route's pattern before its method; so is a
+   * request target that is no URL at all (Express would answer it with its own HTML page).
    */
   match(req: HttpRequest): CatalogMatch | undefined;
   /** Answers a request `match` took; `fail` hears of what went wrong outside the operation. */
@@ -92,7 +93,12 @@ export const catalogRoutes = (
     };
   });
   const match = (req: HttpRequest): CatalogMatch | undefined => {
-    const path = pathOf(req);
+    let path: string;
+    try {
+      path = targetPathOf(req);
+    } catch (error) {
+      return { error };
+    }
     const method = req.method === "HEAD" ? "GET" : req.method;
     for (const route of routes) {
       const found = route.pattern.exec(path);

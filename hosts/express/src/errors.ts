@@ -73,7 +73,7 @@ interface FrameworkError {
 
 /**
  * The core error a failure of the framework stands for, when the request caused it: Express's
- * path decoding (bad percent-encoding), body-parser (malformed JSON, a body not in its declared
+ * path decoding (bad percent-encoding), node's URL parser (a request target that is no URL), body-parser (malformed JSON, a body not in its declared
  * Content-Encoding, an unknown encoding or charset, a body too large or cut short) and Node's
  * HTTP parser (bad Content-Length, bad chunking). `undefined`: not the client's doing, a 500.
  * The framework's own message (which may quote the input or name a zlib internal) is not reused.
@@ -83,6 +83,9 @@ export const requestErrorOf = (err: unknown): VodError | undefined => {
   const { type, status, code, message } = err as FrameworkError;
   if (err instanceof URIError)
     return wholeRequest("the request path is not valid percent-encoding", "malformed percent-encoding");
+  // node's URL parser: an absolute-form request target that is no URL (`http://[::1/x`).
+  if (code === "ERR_INVALID_URL")
+    return wholeRequest("the request target is not a valid URL", "malformed URL");
   switch (type) {
     case "entity.parse.failed": {
       // V8's message quotes the body (a password, perhaps): only the position is kept.

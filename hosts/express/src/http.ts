@@ -37,8 +37,22 @@ export type HttpResponse = ServerResponse;
 export type Next = (error?: unknown) => void;
 export type Handler = (req: HttpRequest, res: HttpResponse, next: Next) => void;
 
-/** The path of the request's URL, as Express's `req.path` reads it (parsed once per request). */
-export const pathOf = (req: IncomingMessage): string => parseurl(req)?.pathname ?? "/";
+/**
+ * The path of the request's URL, as Express's `req.path` reads it (parsed once per request).
+ * Throws (ERR_INVALID_URL) for an absolute-form target that node's URL parser refuses
+ * (`GET http://[::1/x HTTP/1.1`): the listener asks it first, in `catalogRoutes`' `match`, and
+ * answers such a request 400; everything after reads `pathOf`.
+ */
+export const targetPathOf = (req: IncomingMessage): string => parseurl(req)?.pathname ?? "/";
+
+/** `targetPathOf` for logs and messages, which must not throw: a target it refuses, as sent. */
+export const pathOf = (req: IncomingMessage): string => {
+  try {
+    return targetPathOf(req);
+  } catch {
+    return req.url ?? "/";
+  }
+};
 
 /** The request's query string, parsed as Express's default ("simple") query parser does. */
 export const queryOf = (req: IncomingMessage) => {

@@ -5,6 +5,7 @@ import { Writable } from "node:stream";
 import { ffmpegMediaProcessor } from "@vod/adapter-ffmpeg";
 import { filesystemObjectStore } from "@vod/adapter-filesystem";
 import { memoryStorage } from "@vod/adapter-memory";
+import { sendRawBytes } from "@vod/contract-tests";
 import { createLogger, type RunningHost } from "@vod/host-express";
 import { Effect, Option } from "effect";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -90,6 +91,34 @@ describe("hostile input and what the log says of it", () => {
     if (session.status !== 201) throw new Error(`session: ${session.status} ${JSON.stringify(session.body)}`);
     token = session.body.token;
   }, 60_000);
+
+  it("serves an absolute-form request target as its path, and answers one that is no URL 400 and stays up", async () => {
+    const raw = (target: string) =>
+      sendRawBytes(
+        host.url,
+        Buffer.from(
+          `GET ${target} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: ${auth.authorization}\r\nconnection: close\r\n\r\n`,
+          "latin1",
+        ),
+      );
+    const served = await raw("http://127.0.0.1/v1/auth/me");
+    expect(served.status).toBe(200);
+    expect(JSON.parse(served.text)).toHaveProperty("user.email");
+    // node's URL parser refuses these: the catalog's route, the host's own, and no route at all.
+    for (const target of ["http://[::1/v1/auth/me", "http://[::1/healthz", "http://[::1/nowhere"]) {
+      const refused = await raw(target);
+      expect(refused.status, target).toBe(400);
+      expect(refused.headers["content-type"]).toMatch(/^application\/json/);
+      expect(refused.headers["x-request-id"]).toBeDefined();
+      expect(JSON.parse(refused.text)).toEqual({
+        error: "invalid_request",
+        code: "invalid_request",
+        message: "the request target is not a valid URL",
+        details: { fields: [{ path: [], message: "malformed URL" }] },
+      });
+    }
+    expect((await call(host.url, "/v1/auth/me", { headers: auth })).status).toBe(200);
+  });
 
   it("answers 404 not_found for a file name that is not one of the asset's files, showing no key", async () => {
     const play = (file: string) => fetch(`${host.url}/v1/play/${token}/${file}`);
