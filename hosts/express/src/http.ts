@@ -194,27 +194,37 @@ export const handle = (
   const streamed = operation.body.kind === "stream";
   const ranged = operation.reply.kind === "file";
   return async (req, res) => {
+    // The reply is written inside the fiber, which ends with nothing (or the stream still to
+    // send) rather than with the reply: a completed fiber outlives its request until a full GC
+    // (measured with --trace-gc-nvp, in the host and in a bare node:http server running one
+    // async Effect), and whatever its exit holds is copied by every scavenge and promoted. With
+    // the reply as its exit, ~17 KB of each 18.5 KB page did so; without it, ~1.5 KB.
     const exit = await Effect.runPromiseExit(
-      operation.execute(vod, {
-        params: req.params,
-        query: queryOf(req),
-        body: req.body,
-        credentials: credentialsOf(req),
-        clientIp: clientIpOf(req, trustProxy),
-        requestId: req.id,
-        headers: req.headers,
-        // One shape for every operation's request, whatever it reads.
-        stream: streamed ? req : undefined,
-        range: ranged ? requestedRange(req) : undefined,
-      }),
+      Effect.map(
+        operation.execute(vod, {
+          params: req.params,
+          query: queryOf(req),
+          body: req.body,
+          credentials: credentialsOf(req),
+          clientIp: clientIpOf(req, trustProxy),
+          requestId: req.id,
+          headers: req.headers,
+          // One shape for every operation's request, whatever it reads.
+          stream: streamed ? req : undefined,
+          range: ranged ? requestedRange(req) : undefined,
+        }),
+        ({ status, body, headers, stream }) => {
+          res.statusCode = status;
+          if (headers !== undefined) for (const name in headers) res.setHeader(name, headers[name] as string);
+          if (stream !== undefined && req.method !== "HEAD") return stream;
+          if (body === undefined) res.end();
+          else sendJson(req, res, body);
+          return undefined;
+        },
+      ),
     );
     if (Exit.isFailure(exit)) return sendFailure(req, res, exit.cause, { operation: operation.id });
-    const { status, body, headers, stream } = exit.value;
-    res.statusCode = status;
-    if (headers !== undefined) for (const name in headers) res.setHeader(name, headers[name] as string);
-    if (stream !== undefined && req.method !== "HEAD") await sendStream(req, res, stream);
-    else if (body === undefined) res.end();
-    else sendJson(req, res, body);
+    if (exit.value !== undefined) await sendStream(req, res, exit.value);
   };
 };
 
