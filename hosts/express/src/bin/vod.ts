@@ -3,7 +3,7 @@ import { prepareDatabase } from "@vod/adapter-postgres";
 import { Cause, Effect, Exit, Option } from "effect";
 import { composeVod, openDatabase, queueDefinition } from "../compose.js";
 import { ConfigError, type HostConfig, loadConfig } from "../config.js";
-import { tuneHeapForStreaming } from "../heap.js";
+import { tuneHeapForRequests, tuneHeapForStreaming } from "../heap.js";
 import { createLogger, type Logger } from "../logger.js";
 import { startHost } from "../server.js";
 import { startWorker } from "../worker.js";
@@ -81,6 +81,7 @@ const migrateCommand = async () => {
 /** The process-wide tuning `serve` and `worker` run under (heap.ts): set before anything else. */
 const tuneProcess = (config: HostConfig) => {
   if (config.heapGrowingPercent > 0) tuneHeapForStreaming(config.heapGrowingPercent);
+  tuneHeapForRequests();
 };
 
 const workerCommand = async () => {
