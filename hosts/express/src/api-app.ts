@@ -61,7 +61,7 @@ export const createApiApp = ({
       res.setHeader("cache-control", "no-store");
       cors.cors(req, res, next);
     });
-  app.use(prelude as unknown as express.RequestHandler);
+  app.use(prelude);
   app.get("/healthz", (_req, res) => {
     res.json({ status: "ok" });
   });
@@ -76,7 +76,7 @@ export const createApiApp = ({
     res.json(openApi);
   });
   app.use(opsRoutes(operational));
-  app.use(cors.preflight as unknown as express.RequestHandler);
+  app.use(cors.preflight);
   app.use(notFound);
   app.use(internalError);
   // Every route of the spec is an operation of the catalog, each reading its body as its

@@ -72,10 +72,11 @@ interface FrameworkError {
 }
 
 /**
- * The core error a failure of the framework stands for, when the request caused it: Express's
- * path decoding (bad percent-encoding), node's URL parser (a request target that is no URL), body-parser (malformed JSON, a body not in its declared
- * Content-Encoding, an unknown encoding or charset, a body too large or cut short) and Node's
- * HTTP parser (bad Content-Length, bad chunking). `undefined`: not the client's doing, a 500.
+ * The core error a failure of the framework stands for, when the request caused it: a path
+ * parameter's decoding (bad percent-encoding), node's URL parser (a request target that is no
+ * URL), body-parser (malformed JSON, a body not in its declared Content-Encoding, an unknown
+ * encoding or charset, a body too large or cut short) and Node's HTTP parser (bad
+ * Content-Length, bad chunking). `undefined`: not the client's doing, a 500.
  * The framework's own message (which may quote the input or name a zlib internal) is not reused.
  */
 export const requestErrorOf = (err: unknown): VodError | undefined => {

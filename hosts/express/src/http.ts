@@ -33,6 +33,13 @@ export interface HttpRequest extends IncomingMessage {
   body?: unknown;
 }
 export type HttpResponse = ServerResponse;
+
+// The host's own routes run on Express's requests, which the same prelude gives an id.
+declare module "express-serve-static-core" {
+  interface Request {
+    id: string;
+  }
+}
 /** A step of a request's handling, in the shape Express's and body-parser's middleware have. */
 export type Next = (error?: unknown) => void;
 export type Handler = (req: HttpRequest, res: HttpResponse, next: Next) => void;
@@ -74,9 +81,18 @@ const trustAll = () => true;
 export const clientIpOf = (req: IncomingMessage, trustProxy: boolean): string =>
   (trustProxy ? proxyaddr(req, trustAll) : req.socket.remoteAddress) ?? "unknown";
 
+/** A reply's status and headers, as every answer here sets them. */
+const setHead = (
+  res: HttpResponse,
+  status: number,
+  headers: Readonly<Record<string, string>> | undefined,
+) => {
+  res.statusCode = status;
+  if (headers !== undefined) for (const name in headers) res.setHeader(name, headers[name] as string);
+};
+
 export const sendError = (res: HttpResponse, reply: ErrorReply) => {
-  res.statusCode = reply.status;
-  for (const name in reply.headers) res.setHeader(name, reply.headers[name] as string);
+  setHead(res, reply.status, reply.headers);
   sendJson(res.req, res, reply.body);
 };
 
@@ -158,9 +174,9 @@ export const credentialsOf = (req: IncomingMessage): Credentials => {
 };
 
 /**
- * The Range header, read by Express's own parser (range-parser, as `req.range` would) once the core knows the size:
- * one range is served as such, a malformed header or several ranges serve the whole file (as
- * RFC 9110 allows), none that fits is 416. range-parser 1.x refuses a suffix longer than the file
+ * The Range header, read by Express's own parser (range-parser, as `req.range` would) once the
+ * core knows the size: one range is served as such, a malformed header or several ranges serve
+ * the whole file (as RFC 9110 allows), none that fits is 416. range-parser 1.x refuses a suffix longer than the file
  * (`bytes=-5000` of 1,000 bytes), which RFC 9110 14.1.2 serves whole; 2.x fixes it but needs
  * Node 22, so that one case is clamped here.
  */
@@ -214,8 +230,7 @@ export const handle = (
           range: ranged ? requestedRange(req) : undefined,
         }),
         ({ status, body, headers, stream }) => {
-          res.statusCode = status;
-          if (headers !== undefined) for (const name in headers) res.setHeader(name, headers[name] as string);
+          setHead(res, status, headers);
           if (stream !== undefined && req.method !== "HEAD") return stream;
           if (body === undefined) res.end();
           else sendJson(req, res, body);
@@ -403,8 +418,9 @@ export const notFound = (req: IncomingMessage, res: HttpResponse) =>
   sendError(res, errorReply(new NotFound({ message: `no route for ${req.method} ${pathOf(req)}` })));
 
 /**
- * The one handler of errors thrown outside the operations (Express's path decoding, the body
- * parser): the spec's error when the request caused it, else 500 with the error logged. Never a
+ * The one handler of errors thrown outside the operations (a path parameter's decoding, a
+ * request target that is no URL, the body parser): the spec's error when the request caused it,
+ * else 500 with the error logged. Never a
  * stack trace or SQL in a body.
  */
 export const internalError = (err: unknown, req: IncomingMessage, res: HttpResponse, _next?: Next) => {
