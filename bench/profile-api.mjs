@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Where each API hot path's time goes, per request: CPU of the host's main process, of its
 // embedded database process, of the Postgres server's backends and of Redis, and of the load
-// generator, each in microseconds per request; with --profile, the host's CPU profile by function.
+// generator, each in microseconds per request; with --profile, the CPU profile by function of the host and of its database process.
 //
 //   node bench/profile-api.mjs [--set embedded|server] [--duration 5] [--connections 50]
 //                              [--paths limit50,limit1,me] [--profile] [--top 25] [--keep-profile FILE]
@@ -157,17 +157,24 @@ try {
   await vod.host.stop();
   vod = undefined;
   if (args.profile) {
-    const name = (await readdir(profiles)).find((f) => f.endsWith(".cpuprofile"));
-    if (args["keep-profile"]) await copyFile(join(profiles, name), args["keep-profile"]);
-    const { total, places, functions } = summarizeCpuProfile(
-      JSON.parse(await readFile(join(profiles, name), "utf8")),
-      windows,
-      Number(args.top),
-    );
-    console.log(`\nhost main thread busy ${(total / 1e6).toFixed(2)} s\n`);
-    console.log(table(["where (main thread)", "self s", "share"], places));
-    console.log();
-    console.log(table(["function (main thread)", "self s", "share"], functions));
+    // Node names a profile CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile; the embedded
+    // database's process inherits the host's flags, so it writes one too.
+    const files = (await readdir(profiles)).filter((f) => f.endsWith(".cpuprofile"));
+    const ofPid = (pid) => files.find((f) => f.split(".")[3] === String(pid));
+    const processes = [["host", ofPid(hostPid)], ...dbPids.map((pid) => ["db process", ofPid(pid)])];
+    for (const [who, name] of processes) {
+      if (name === undefined) continue;
+      if (who === "host" && args["keep-profile"]) await copyFile(join(profiles, name), args["keep-profile"]);
+      const { total, places, functions } = summarizeCpuProfile(
+        JSON.parse(await readFile(join(profiles, name), "utf8")),
+        windows,
+        Number(args.top),
+      );
+      console.log(`\n${who}: main thread busy ${(total / 1e6).toFixed(2)} s\n`);
+      console.log(table([`where (${who})`, "self s", "share"], places));
+      console.log();
+      console.log(table([`function (${who})`, "self s", "share"], functions));
+    }
   }
 } finally {
   await vod?.host.stop();

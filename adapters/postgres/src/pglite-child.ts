@@ -37,16 +37,29 @@ const describe = (error: unknown): Record<string, unknown> => {
   return fields;
 };
 
-/** Replies of one turn of the event loop, sent as one message (see `flush` in pglite-process.ts). */
+/**
+ * Replies go in batches, one message for those of a turn of the event loop (see `flush` in
+ * pglite-process.ts), but none waits more than `HOLD_MS` for the rest of its turn. A turn can
+ * hold the host's whole burst of requests, run one after another; held to its end, their replies
+ * reached the host at once, which then answered them while this process sat idle, and the two
+ * took turns on two cores (measured on GET /v1/assets?limit=50 with 50 connections: batches of
+ * ~40, 1,800-1,900 req/s; replies sent as they were ready, 2,700-3,000 req/s).
+ */
+const HOLD_MS = 1;
 let outbox: Reply[] = [];
+let oldest = 0;
 const flush = () => {
+  if (outbox.length === 0) return;
   const batch = outbox;
   outbox = [];
   process.send?.(batch);
 };
 const send = (reply: Reply) => {
   outbox.push(reply);
-  if (outbox.length === 1) setImmediate(flush);
+  if (outbox.length === 1) {
+    oldest = performance.now();
+    setImmediate(flush);
+  } else if (performance.now() - oldest >= HOLD_MS) flush();
 };
 
 const main = async () => {
