@@ -332,6 +332,27 @@ onEachEngine(({ name, open }) => {
       expect(await run(rows, [1])).toEqual({ rows: [{ id: 1, q: 6 }], rowCount: 1 });
     });
 
+    it("answers a text of any size and script whole, and a reply with a notice as the plain form does", async () => {
+      // Past Postgres' 8 KiB send buffer, which writes a reply in pieces, and split inside characters.
+      const title = `"\\\u2028é🎬${"é🎬ü".repeat(6_000)}`;
+      await db.exec(`CREATE TABLE agg_big (id int4 PRIMARY KEY, title text NOT NULL)`);
+      await db.query("INSERT INTO agg_big SELECT g, $1 || g FROM generate_series(1, 5) g", [title]);
+      const text = "SELECT id, title FROM agg_big WHERE id <= $1 ORDER BY id";
+      const answers = await repeated(text, [5]);
+      expect(answers[0]?.rows.map((r) => r.title)).toEqual([1, 2, 3, 4, 5].map((i) => `${title}${i}`));
+      expect(answers[1]).toEqual(answers[0]);
+      expect(answers[2]).toEqual(answers[0]);
+      expect(await preparedForms(text)).toEqual(["aggregate", "plain"]);
+
+      // A notice comes in the reply before the row.
+      await db.exec(`CREATE FUNCTION agg_noisy(n int4) RETURNS int4 LANGUAGE plpgsql AS $$
+        BEGIN RAISE NOTICE 'noisy %', n; RETURN n * 2; END $$`);
+      const noisy = "SELECT agg_noisy($1) AS twice";
+      const loud = await repeated(noisy, [21]);
+      expect(loud.map((a) => a.rows)).toEqual([[{ twice: 42 }], [{ twice: 42 }], [{ twice: 42 }]]);
+      expect(await preparedForms(noisy)).toEqual(["aggregate", "plain"]);
+    });
+
     it("counts the rows of a SELECT in rowCount, in either form", async () => {
       await db.exec(`CREATE TABLE agg_count (id int4 PRIMARY KEY);
         INSERT INTO agg_count SELECT generate_series(1, 51);`);
