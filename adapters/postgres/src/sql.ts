@@ -772,7 +772,14 @@ const objectsOf = (fields: ReadonlyArray<string>): RowsToObjects => {
       build = (rows) =>
         rows.map((values) => {
           const row: Record<string, unknown> = {};
-          for (let j = 0; j < fields.length; j++) row[fields[j] as string] = values[j];
+          // Defined, not assigned: assigning `__proto__` would set the prototype.
+          for (let j = 0; j < fields.length; j++)
+            Object.defineProperty(row, fields[j] as string, {
+              value: values[j],
+              enumerable: true,
+              writable: true,
+              configurable: true,
+            });
           return row;
         });
     } else {

@@ -373,15 +373,21 @@ onEachEngine(({ name, open }) => {
         "SELECT id, title FROM agg_odd WHERE id = $1 -- the one row",
         `SELECT id AS "Id", title AS "we""ird name", $1::text AS "?column?" FROM agg_odd WHERE id = $1::int`,
         "SELECT $1 AS untyped",
+        `SELECT id, title AS "__proto__" FROM agg_odd WHERE id = $1::int`,
       ];
       const expected = [
         { id: 1, title: "one" },
         { Id: 1, 'we"ird name': "one", "?column?": "1" },
         { untyped: "1" },
+        JSON.parse('{"id": 1, "__proto__": "one"}'),
       ];
       for (const [i, text] of texts.entries()) {
         const answers = await repeated(text, ["1"]);
         expect(answers[0]).toEqual({ rows: [expected[i]], rowCount: 1 });
+        // A column named __proto__ is a field like any other, not the row's prototype.
+        expect(answers.map((a) => Object.keys(a.rows[0] as object))).toEqual(
+          Array(3).fill(Object.keys(expected[i] as object)),
+        );
         expect(answers[1]).toEqual(answers[0]);
         expect(answers[2]).toEqual(answers[0]);
         expect(await preparedForms(text)).toEqual(["aggregate", "plain"]);
