@@ -48,7 +48,8 @@ onEachEngine(({ name, open }) => {
           rows.map((r) =>
             r.statement === text
               ? "plain"
-              : r.statement.startsWith("SELECT coalesce(json_agg(")
+              : r.statement.startsWith("SELECT coalesce(json_agg(") ||
+                  r.statement.startsWith("SELECT json_build_array(array_agg(")
                 ? "aggregate"
                 : r.statement,
           ),
