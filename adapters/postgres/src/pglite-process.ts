@@ -1,14 +1,13 @@
 import { type ChildProcess, fork } from "node:child_process";
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
+import { type RowArrays, rowObjects } from "./aggregate.js";
 import type { Reply, Request } from "./pglite-child.js";
 import {
   initdbApart,
   type PgliteOptions,
   type Queryable,
   type QueryResult,
-  type RowArrays,
-  rowObjects,
   type SessionScope,
   type SqlDatabase,
 } from "./sql.js";

@@ -3,6 +3,7 @@ import { existsSync } from "node:fs";
 import path from "node:path";
 import { PGlite, parse as pgliteParse, protocol } from "@electric-sql/pglite";
 import pg from "pg";
+import { type Aggregate, aggregateForms, type RowArrays, rowObjects } from "./aggregate.js";
 import { sharedLanes, switchedRun } from "./lanes.js";
 import { neutralInTransaction, neutralSession } from "./tenancy.js";
 
@@ -243,7 +244,7 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
       },
     );
 
-  const aggregates = aggregateForms("rows");
+  const aggregates = aggregateForms("json");
   /**
    * The rows of a SELECT the aggregate way when it has one: one JSON text to parse instead of a
    * field to parse per column and row (client CPU for 51 asset rows 107-191 -> 78-83 µs).
@@ -429,8 +430,10 @@ const extendedMessages = (
   params: ReadonlyArray<unknown>,
   /** The prepared statement's name, and whether it is parsed already (then only bound). */
   prepared?: { readonly name: string; readonly parsed: boolean },
+  /** Results in binary, not text. */
+  binary = false,
 ) => {
-  const values = params.map((value, i) => {
+  const values = params.map((value, i): string | null => {
     if (value === null || value === undefined) return null;
     const serialize = db.serializers[types[i] as number];
     return serialize ? serialize(value) : String(value);
@@ -438,11 +441,50 @@ const extendedMessages = (
   const statement = prepared?.name ?? "";
   return [
     ...(prepared?.parsed ? [] : [protocol.serialize.parse({ text, name: statement })]),
-    protocol.serialize.bind({ statement, values }),
+    binary ? bindForBinary(statement, values) : protocol.serialize.bind({ statement, values }),
     protocol.serialize.describe({ type: "P" }),
     protocol.serialize.execute({}),
   ];
 };
+
+const encoder = new TextEncoder();
+
+/**
+ * Bind of the unnamed portal to `statement`: its parameters in text, every result column in
+ * binary. PGlite's own serializer (0.5.16) writes one result format code where the protocol
+ * wants their count and then the codes, which only the default, text, survives.
+ */
+const bindForBinary = (statement: string, values: ReadonlyArray<string | null>) => {
+  const name = encoder.encode(statement);
+  const encoded = values.map((value) => (value === null ? null : encoder.encode(value)));
+  // Length, portal "", statement, no parameter format codes (all text), the parameters, one
+  // result format code: binary.
+  const size = 4 + 1 + name.length + 1 + 2 + 2 + encoded.reduce((n, v) => n + 4 + (v?.length ?? 0), 0) + 4;
+  const out = new Uint8Array(1 + size);
+  const view = new DataView(out.buffer);
+  out[0] = "B".charCodeAt(0);
+  view.setInt32(1, size);
+  let at = 6;
+  out.set(name, at);
+  at += name.length + 1;
+  view.setInt16(at, 0);
+  view.setInt16(at + 2, encoded.length);
+  at += 4;
+  for (const value of encoded) {
+    view.setInt32(at, value === null ? -1 : value.length);
+    at += 4;
+    if (value === null) continue;
+    out.set(value, at);
+    at += value.length;
+  }
+  view.setInt16(at, 1);
+  view.setInt16(at + 2, 1);
+  return out;
+};
+
+const BIND_COMPLETE = "2".charCodeAt(0);
+const DATA_ROW = "D".charCodeAt(0);
+const ERROR_RESPONSE = "E".charCodeAt(0);
 
 /**
  * PGlite's one connection, remembering the scope its session is in (`SqlDatabase.queryIn`), in
@@ -466,8 +508,8 @@ export const pgliteSession = (db: PGlite) => {
   type Results = ReturnType<typeof pgliteParse.parseResults>;
   /**
    * Postgres' reply to `messages`, its bytes as they were written. PGlite's own execProtocolStream
-   * parses every message as it comes; read raw, an aggregate form's one text skips that (see
-   * `singleText`), 50 us of the 225 a 51-row page took (microbenchmark).
+   * parses every message as it comes; read raw, an aggregate form's one field skips that (see
+   * `lastField`), 50 µs of the 225 a 51-row page took (microbenchmark).
    */
   const exchange = async (messages: Uint8Array) => {
     const chunks: Uint8Array[] = [];
@@ -488,6 +530,35 @@ export const pgliteSession = (db: PGlite) => {
     return pgliteParse.parseResults(messages, db.parsers, rowMode && { rowMode });
   };
   const run = async (messages: Uint8Array, rowMode?: "array") => parsed(await exchange(messages), rowMode);
+  /**
+   * The one field of the one row the reply's last statement answered, its bytes (null for NULL);
+   * a database error in the reply is thrown as `parsed` throws it. Notices and the rows of a
+   * scope's statement before it pass.
+   */
+  const lastField = (reply: Uint8Array): Uint8Array | null => {
+    const view = new DataView(reply.buffer, reply.byteOffset, reply.byteLength);
+    let field: Uint8Array | null | undefined;
+    let rows = 0;
+    let at = 0;
+    while (at + 5 <= reply.length) {
+      const type = reply[at];
+      const end = at + 1 + view.getInt32(at + 1);
+      if (end < at + 5 || end > reply.length) break;
+      if (type === ERROR_RESPONSE) parsed(reply);
+      if (type === BIND_COMPLETE) {
+        rows = 0;
+        field = undefined;
+      } else if (type === DATA_ROW) {
+        rows++;
+        const size = view.getInt16(at + 5) === 1 ? view.getInt32(at + 7) : undefined;
+        field = size === undefined ? undefined : size < 0 ? null : reply.slice(at + 11, at + 11 + size);
+      }
+      at = end;
+    }
+    if (at !== reply.length || rows !== 1 || field === undefined)
+      throw new Error("an aggregate form's reply was not one row of one field");
+    return field;
+  };
   /** The last statement's result. */
   const last = (results: Results) => results[results.length - 1];
   type Read<T> = (reply: Uint8Array) => T;
@@ -501,6 +572,8 @@ export const pgliteSession = (db: PGlite) => {
     text: string,
     params: ReadonlyArray<unknown> | undefined,
     read: Read<T>,
+    /** The statement's results in binary (one with parameters only). */
+    binary = false,
   ): Promise<T> => {
     const simple = params === undefined || params.length === 0;
     const known = simple ? [] : describedTexts(db).get(text);
@@ -538,7 +611,7 @@ export const pgliteSession = (db: PGlite) => {
             await exchange(
               concat([
                 ...set,
-                ...extendedMessages(db, text, types, params, prepared),
+                ...extendedMessages(db, text, types, params, prepared, binary),
                 protocol.serialize.sync(),
               ]),
             ),
@@ -562,7 +635,7 @@ export const pgliteSession = (db: PGlite) => {
     );
   };
 
-  const aggregates = aggregateForms("columns");
+  const aggregates = aggregateForms("records");
 
   /**
    * The rows of `text` as arrays, by way of its aggregate form when it has one: PGlite spends
@@ -577,19 +650,8 @@ export const pgliteSession = (db: PGlite) => {
   ): Promise<RowArrays> => {
     const aggregate = aggregates.of(text);
     if (aggregate) {
-      const json = await execute(
-        scope,
-        aggregate.text,
-        params,
-        (reply) => singleText(reply) ?? ((lastOf("array")(reply)?.rows[0]?.[0] ?? "[]") as string),
-      );
-      return {
-        fields: aggregate.fields,
-        json,
-        layout: aggregate.layout,
-        floats: aggregate.floats,
-        rowCount: -1,
-      };
+      const records = await execute(scope, aggregate.text, params, lastField, true);
+      return { fields: aggregate.fields, records, types: aggregate.types, rowCount: -1 };
     }
     const result = await execute(scope, text, params, lastOf("array"));
     const rows = (result?.rows ?? []) as unknown[][];
@@ -622,223 +684,16 @@ export const pgliteSession = (db: PGlite) => {
   return { ...plain, queryIn, queryInArrays, transaction };
 };
 
-/**
- * Rows as arrays of values, in the order of `fields` (`pgliteSession().queryInArrays`): as
- * PGlite parsed them, or as the JSON text of its aggregate form, parsed where they are used.
- */
-export type RowArrays =
-  | {
-      readonly fields: ReadonlyArray<string>;
-      readonly rows: ReadonlyArray<ReadonlyArray<unknown>>;
-      readonly rowCount: number;
-    }
-  | {
-      readonly fields: ReadonlyArray<string>;
-      /** The aggregate form's JSON text: an array of rows or of columns (see `Layout`). */
-      readonly json: string;
-      readonly layout: Layout;
-      /** The float columns: JSON writes NaN and the infinities as strings. */
-      readonly floats: ReadonlyArray<number>;
-      readonly rowCount: -1;
-    };
-
-/**
- * Column types whose JSON form parses back to the value PGlite's parsers give: bool, int2, int4,
- * int8 (epoch milliseconds, safe integers), text, bpchar, varchar, json, jsonb, and the floats
- * (apart from NaN and the infinities, see `floats`). Arrays, bytea, numeric and the date types
- * are not among them: a text with such a column is never aggregated.
- */
-const JSON_SAFE = new Set([16, 20, 21, 23, 25, 1042, 1043, 114, 3802]);
-const FLOATS = new Set([700, 701]);
-
-/**
- * How an aggregate form writes its rows: `rows`, an array of rows, each an array of its values
- * (json_agg of json_build_array); `columns`, an array of columns, each an array of its values, one
- * per row, or null when there are no rows (json_build_array of array_agg). By columns, Postgres
- * works out how to write each type once per column instead of once per value: PGlite answered 51
- * rows of the 17 asset columns in 170-183 µs instead of 190-220, the text 7.9 KB instead of 8.8.
- * A Postgres server gained nothing (146-148 -> 152-156 µs of its CPU): it keeps rows.
- */
-export type Layout = "rows" | "columns";
-
-interface Aggregate {
-  readonly layout: Layout;
-  readonly text: string;
-  readonly fields: ReadonlyArray<string>;
-  readonly floats: ReadonlyArray<number>;
-}
-
-/**
- * The aggregate form of a SELECT: its rows as one JSON text laid out as `layout`, in its own
- * order (every aggregate over a sorted subquery takes the rows in that order when, as here,
- * nothing else is joined or grouped). Only a single SELECT (callers ask only of texts run with parameters, the
- * repositories' reads) whose columns are all of `JSON_SAFE` or `FLOATS` and have distinct names
- * has one.
- */
-const aggregateOf = (
-  text: string,
-  fields: ReadonlyArray<{ readonly name: string; readonly dataTypeID: number }>,
-  layout: Layout,
-): Aggregate | null => {
-  if (!/^\s*select\s/i.test(text) || text.includes(";")) return null;
-  const names = fields.map((f) => f.name);
-  if (
-    names.length === 0 ||
-    names.length > 100 ||
-    new Set(names).size !== names.length ||
-    !fields.every((f) => JSON_SAFE.has(f.dataTypeID) || FLOATS.has(f.dataTypeID))
-  )
-    return null;
-  const columns = names.map((name) => `q."${name.replaceAll('"', '""')}"`);
-  // The text on a line of its own: one ending in a -- comment would comment out `) q`.
-  const from = `FROM (${text}\n) q`;
-  return {
-    layout,
-    text:
-      layout === "rows"
-        ? `SELECT coalesce(json_agg(json_build_array(${columns.join(", ")})), '[]')::text AS json ${from}`
-        : `SELECT json_build_array(${columns.map((c) => `array_agg(${c})`).join(", ")})::text AS json ${from}`,
-    fields: names,
-    floats: fields.flatMap((f, i) => (FLOATS.has(f.dataTypeID) ? [i] : [])),
-  };
-};
-
-/**
- * Each text's aggregate form, learnt from its first answer: `of` is undefined for a text not yet
- * seen, null for one without a form. Texts run without parameters may hold several statements:
- * never aggregated, nor kept. Bounded like the statement names (the adapter's texts are a fixed
- * set).
- */
-const aggregateForms = (layout: Layout) => {
-  const forms = new Map<string, Aggregate | null>();
-  return {
-    of: (text: string) => forms.get(text),
-    learn: (
-      text: string,
-      params: ReadonlyArray<unknown> | undefined,
-      fields: ReadonlyArray<{ readonly name: string; readonly dataTypeID: number }>,
-    ) => {
-      if (params !== undefined && params.length > 0 && forms.size < 1000)
-        forms.set(text, aggregateOf(text, fields, layout));
-    },
-  };
-};
-
 type BackendMessage = Parameters<typeof pgliteParse.parseResults>[0][number];
 
-/** ParseComplete, BindComplete, RowDescription, CommandComplete, ReadyForQuery: nothing a text needs. */
-const PASSING = new Set(["1", "2", "T", "C", "Z"].map((c) => c.charCodeAt(0)));
-const DATA_ROW = "D".charCodeAt(0);
-const utf8 = new TextDecoder();
-
-/**
- * The one field of the one row of `reply` (Postgres' messages) as text; undefined when the reply
- * holds anything else: an error, a notice, no row or several, a NULL, a message cut short. Then
- * the reply is parsed in full.
- */
-export const singleText = (reply: Uint8Array): string | undefined => {
-  const view = new DataView(reply.buffer, reply.byteOffset, reply.byteLength);
-  let text: string | undefined;
-  let at = 0;
-  while (at + 5 <= reply.length) {
-    const type = reply[at] as number;
-    const end = at + 1 + view.getInt32(at + 1);
-    if (end < at + 5 || end > reply.length) return undefined;
-    if (type === DATA_ROW) {
-      if (text !== undefined || end < at + 11 || view.getInt16(at + 5) !== 1) return undefined;
-      const size = view.getInt32(at + 7);
-      if (size < 0 || at + 11 + size !== end) return undefined;
-      text = utf8.decode(reply.subarray(at + 11, end));
-    } else if (!PASSING.has(type)) return undefined;
-    at = end;
-  }
-  return at === reply.length ? text : undefined;
-};
-
-/** The rows of an aggregate form's answer (its JSON text) as objects. */
+/** The rows of a `json` aggregate form's answer (its JSON text) as objects. */
 const aggregateRows = <R>(aggregate: Aggregate, json: unknown): QueryResult<R> =>
   rowObjects<R>({
     fields: aggregate.fields,
     json: typeof json === "string" ? json : "[]",
-    layout: aggregate.layout,
     floats: aggregate.floats,
     rowCount: -1,
   });
-
-/** The rows as objects keyed by column name, as `queryIn` answers. */
-export const rowObjects = <R>(result: RowArrays): QueryResult<R> => {
-  if (!("json" in result))
-    return { rows: objectsOf(result.fields, "rows")(result.rows) as R[], rowCount: result.rowCount };
-  const parsed = JSON.parse(result.json) as Array<unknown[] | null>;
-  // Columns with no rows are nulls: as rows, none.
-  const values = result.layout === "columns" && parsed[0] === null ? [] : (parsed as unknown[][]);
-  for (const column of result.floats) {
-    if (result.layout === "rows") {
-      for (const row of values) if (typeof row[column] === "string") row[column] = Number(row[column]);
-    } else {
-      const cells = values[column] ?? [];
-      for (let i = 0; i < cells.length; i++) if (typeof cells[i] === "string") cells[i] = Number(cells[i]);
-    }
-  }
-  const objects = objectsOf(result.fields, result.layout)(values) as R[];
-  return { rows: objects, rowCount: objects.length };
-};
-
-type ToObjects = (values: ReadonlyArray<ReadonlyArray<unknown>>) => Record<string, unknown>[];
-const toObjects = new Map<string, ToObjects>();
-
-/**
- * Rows as objects, from rows or columns (`Layout`), by a function written for the columns: each
- * row one object literal, so every row of a text has the same shape from the start (and what
- * reads them stays monomorphic), where a loop setting the names one by one took 13.7 µs for 51
- * rows of 17 columns against 2.2 µs (microbenchmark). Names are quoted with JSON.stringify; a
- * `__proto__` column, which a literal would take for the prototype, goes by the loop. Made once
- * per column list and layout (a fixed set: the adapter's texts), bounded all the same.
- */
-const objectsOf = (fields: ReadonlyArray<string>, layout: Layout): ToObjects => {
-  const key = `${layout}\u0000${fields.join("\u0000")}`;
-  let build = toObjects.get(key);
-  if (build === undefined) {
-    if (fields.includes("__proto__")) {
-      build = (values) => {
-        const count = layout === "rows" ? values.length : (values[0]?.length ?? 0);
-        return Array.from({ length: count }, (_, i) => {
-          const row: Record<string, unknown> = {};
-          // Defined, not assigned: assigning `__proto__` would set the prototype.
-          for (let j = 0; j < fields.length; j++)
-            Object.defineProperty(row, fields[j] as string, {
-              value: layout === "rows" ? values[i]?.[j] : values[j]?.[i],
-              enumerable: true,
-              writable: true,
-              configurable: true,
-            });
-          return row;
-        });
-      };
-    } else if (layout === "rows") {
-      const literal = fields.map((name, j) => `${JSON.stringify(name)}: v[${j}]`).join(", ");
-      build = new Function(
-        "rows",
-        `const out = new Array(rows.length);
-        for (let i = 0; i < rows.length; i++) { const v = rows[i]; out[i] = { ${literal} }; }
-        return out;`,
-      ) as ToObjects;
-    } else {
-      const literal = fields.map((name, j) => `${JSON.stringify(name)}: c${j}[i]`).join(", ");
-      build = new Function(
-        "columns",
-        `if (columns.length === 0) return [];
-        const [${fields.map((_, j) => `c${j}`).join(", ")}] = columns;
-        const out = new Array(c0.length);
-        for (let i = 0; i < out.length; i++) out[i] = { ${literal} };
-        return out;`,
-      ) as ToObjects;
-    }
-    if (toObjects.size >= 1000) toObjects.clear();
-    toObjects.set(key, build);
-  }
-  return build;
-};
 
 const concat = (parts: ReadonlyArray<Uint8Array>) => {
   const out = new Uint8Array(parts.reduce((n, part) => n + part.length, 0));

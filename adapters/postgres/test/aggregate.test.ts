@@ -49,7 +49,7 @@ onEachEngine(({ name, open }) => {
             r.statement === text
               ? "plain"
               : r.statement.startsWith("SELECT coalesce(json_agg(") ||
-                  r.statement.startsWith("SELECT json_build_array(array_agg(")
+                  r.statement.startsWith("SELECT array_agg(ROW(")
                 ? "aggregate"
                 : r.statement,
           ),
