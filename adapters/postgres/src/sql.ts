@@ -482,6 +482,9 @@ const bindForBinary = (statement: string, values: ReadonlyArray<string | null>) 
   return out;
 };
 
+const INBOX = 64 * 1024;
+const INBOX_KEPT = 1024 * 1024;
+
 const BIND_COMPLETE = "2".charCodeAt(0);
 const DATA_ROW = "D".charCodeAt(0);
 const ERROR_RESPONSE = "E".charCodeAt(0);
@@ -507,19 +510,36 @@ export const pgliteSession = (db: PGlite) => {
 
   type Results = ReturnType<typeof pgliteParse.parseResults>;
   /**
-   * Postgres' reply to `messages`, its bytes as they were written. PGlite's own execProtocolStream
+   * Where replies are gathered, one at a time: each is read before the next is asked for, as
+   * the connection is held from one to the other. Reused, where a buffer per piece and one to
+   * join them were three allocations of a page's size per call; a reply past `INBOX_KEPT` grows
+   * it for that call only.
+   */
+  let inbox = new Uint8Array(INBOX);
+  /**
+   * Postgres' reply to `messages`, its bytes as they were written, in `inbox` until the next
+   * exchange. PGlite's own execProtocolStream
    * parses every message as it comes; read raw, an aggregate form's one field skips that (see
    * `lastField`), 50 µs of the 225 a 51-row page took (microbenchmark).
    */
   const exchange = async (messages: Uint8Array) => {
-    const chunks: Uint8Array[] = [];
+    if (inbox.length > INBOX_KEPT) inbox = new Uint8Array(INBOX);
+    let size = 0;
     await db.execProtocolRawStream(messages, {
       syncToFs: false,
-      // A view of the WebAssembly heap, which the next write reuses.
-      onRawData: (chunk) => chunks.push(chunk.slice()),
+      // A view of the WebAssembly heap, which the next write reuses: copied at once.
+      onRawData: (chunk) => {
+        if (size + chunk.length > inbox.length) {
+          const grown = new Uint8Array(Math.max(inbox.length * 2, size + chunk.length));
+          grown.set(inbox.subarray(0, size));
+          inbox = grown;
+        }
+        inbox.set(chunk, size);
+        size += chunk.length;
+      },
     });
     await db.syncToFs();
-    return chunks.length === 1 ? (chunks[0] as Uint8Array) : concat(chunks);
+    return inbox.subarray(0, size);
   };
   /** The reply's results, or its first database error thrown, as execProtocolStream would. */
   const parsed = (reply: Uint8Array, rowMode?: "array"): Results => {

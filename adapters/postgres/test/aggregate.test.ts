@@ -337,13 +337,17 @@ onEachEngine(({ name, open }) => {
       // Past Postgres' 8 KiB send buffer, which writes a reply in pieces, and split inside characters.
       const title = `"\\\u2028é🎬${"é🎬ü".repeat(6_000)}`;
       await db.exec(`CREATE TABLE agg_big (id int4 PRIMARY KEY, title text NOT NULL)`);
-      await db.query("INSERT INTO agg_big SELECT g, $1 || g FROM generate_series(1, 5) g", [title]);
+      await db.query("INSERT INTO agg_big SELECT g, $1 || g FROM generate_series(1, 25) g", [title]);
       const text = "SELECT id, title FROM agg_big WHERE id <= $1 ORDER BY id";
       const answers = await repeated(text, [5]);
       expect(answers[0]?.rows.map((r) => r.title)).toEqual([1, 2, 3, 4, 5].map((i) => `${title}${i}`));
       expect(answers[1]).toEqual(answers[0]);
       expect(answers[2]).toEqual(answers[0]);
       expect(await preparedForms(text)).toEqual(["aggregate", "plain"]);
+      // Replies of 1.4 MB and of one row after it, each whole.
+      const all = await run<{ id: number; title: string }>(text, [25]);
+      expect(all.rows.map((r) => r.title)).toEqual(Array.from({ length: 25 }, (_, i) => `${title}${i + 1}`));
+      expect((await run(text, [1])).rows).toEqual([{ id: 1, title: `${title}1` }]);
 
       // A notice comes in the reply before the row.
       await db.exec(`CREATE FUNCTION agg_noisy(n int4) RETURNS int4 LANGUAGE plpgsql AS $$
