@@ -1,22 +1,21 @@
 import type { QueryResult } from "./sql.js";
 
 /**
- * A SELECT's aggregate form: its rows as one value of one row, so that a page of rows leaves the
- * database as one field rather than a field per column and row. Which form is the engine's:
+ * How a text's rows come back once its first answer has told their columns:
  *
- * - `json`, on a Postgres server: one JSON array of rows, each an array of its values (json_agg
- *   of json_build_array); pg then parses one text instead of a field per column and row (client
- *   CPU for 51 asset rows 107-191 -> 78-83 µs).
- * - `records`, on PGlite: one array of records in Postgres' binary form (array_agg of ROW).
- *   PGlite spends most of a SELECT's time writing each field of each row out of WebAssembly (51
- *   rows of the 17 asset columns: 0.96-1.16 ms as rows); as one JSON text Postgres still worked
- *   out how to write each value, and escaped it (190-220 µs); as binary records it copies the
- *   values (106-119 µs), and decoding them here costs 35 µs where JSON.parse cost 21.
- *
- * A Postgres server gained nothing from either change (its CPU per page 146-156 µs in every
- * form): it keeps JSON, which pg's text results take.
+ * - `json`, on a Postgres server: its aggregate form, one JSON array of rows, each an array of
+ *   its values (json_agg of json_build_array over the text); pg then parses one text instead of
+ *   a field per column and row (client CPU for 51 asset rows 107-191 -> 78-83 µs).
+ * - `binary`, on PGlite: the text as it is, its results in binary, its DataRow messages kept
+ *   as bytes and decoded where the rows are used (`decodeDataRows`). PGlite's own reading of a
+ *   reply parsed every field of every row into a string (51 rows of the 17 asset columns: 0.96-
+ *   1.16 ms), which an aggregate form into one value avoided: as one JSON text Postgres then
+ *   spent most of 190-220 µs working out how to write each value and escaping it, as one binary
+ *   array of records 106-181 µs building the records; the rows themselves in binary, read raw,
+ *   cost about half of that (microbenchmarks in one run: 81-127 µs against 175-181), and no
+ *   more to decode than the records (28-32 µs, where JSON.parse cost 22).
  */
-export type Layout = "json" | "records";
+export type Layout = "json" | "binary";
 
 /**
  * Rows as arrays of values in the order of `fields`: as the driver parsed them (`rows`), or as
@@ -38,11 +37,11 @@ export type RowArrays =
     }
   | {
       readonly fields: ReadonlyArray<string>;
-      /** A binary array of records, one per row (null for none). */
-      readonly records: Uint8Array | null;
+      /** The rows' DataRow messages, each column in the format `formatsOf(types)` asked for. */
+      readonly dataRows: Uint8Array;
       /** Each column's type (its OID), which tells how its value is written. */
       readonly types: ReadonlyArray<number>;
-      readonly rowCount: -1;
+      readonly rowCount: number;
     };
 
 const BOOL = 16;
@@ -58,35 +57,39 @@ const VARCHAR = 1043;
 const JSONB = 3802;
 
 /**
- * Column types whose aggregate form decodes to the value the drivers' parsers give: bool, int2,
- * int4, int8 (epoch milliseconds, safe integers), text, bpchar, varchar, json, jsonb and the
- * floats. Arrays, bytea, numeric and the date types are not among them: a text with such a
- * column is never aggregated.
+ * Column types whose `json` or `binary` form decodes to the value the drivers' parsers give:
+ * bool, int2, int4, int8 (epoch milliseconds, safe integers), text, bpchar, varchar, json, jsonb
+ * and the floats. Arrays, bytea, numeric and the date types are not among them: a text with such
+ * a column always answers as the driver parses it.
  */
 const AGGREGABLE = new Set([BOOL, INT8, INT2, INT4, TEXT, BPCHAR, VARCHAR, JSON_TYPE, JSONB, FLOAT4, FLOAT8]);
 
 export interface Aggregate {
   readonly layout: Layout;
+  /** What runs: `json`, the aggregate form; `binary`, the text itself. */
   readonly text: string;
   readonly fields: ReadonlyArray<string>;
   /** `json`: the float columns. */
   readonly floats: ReadonlyArray<number>;
-  /** `records`: each column's type. */
+  /** Each column's type. */
   readonly types: ReadonlyArray<number>;
+  /** `binary`: each result column's format (0 text, 1 binary). */
+  readonly formats: ReadonlyArray<number>;
 }
 
 /**
- * The aggregate form of a SELECT, in its own order (an aggregate over a sorted subquery takes
- * the rows in that order when, as here, nothing else is joined or grouped). Only a single SELECT
+ * The `json` form of a SELECT keeps its order (an aggregate over a sorted subquery takes the
+ * rows in that order when, as here, nothing else is joined or grouped). Only a single SELECT
  * (callers ask only of texts run with parameters, the repositories' reads) whose columns are all
- * `AGGREGABLE` and have distinct names has one.
+ * `AGGREGABLE` and have distinct names has one; the `binary` form, any such text whose columns
+ * are.
  */
 const aggregateOf = (
   text: string,
   fields: ReadonlyArray<{ readonly name: string; readonly dataTypeID: number }>,
   layout: Layout,
 ): Aggregate | null => {
-  if (!/^\s*select\s/i.test(text) || text.includes(";")) return null;
+  if (layout === "json" && (!/^\s*select\s/i.test(text) || text.includes(";"))) return null;
   const names = fields.map((f) => f.name);
   if (
     names.length === 0 ||
@@ -104,12 +107,13 @@ const aggregateOf = (
     text:
       layout === "json"
         ? `SELECT coalesce(json_agg(json_build_array(${columns.join(", ")})), '[]')::text AS json ${from}`
-        : // A float4 goes as text: its binary value, widened to a JS number, is not the shortest
-          // decimal Postgres writes (0.1 would read 0.10000000149011612).
-          `SELECT array_agg(ROW(${columns.map((c, i) => (types[i] === FLOAT4 ? `${c}::text` : c)).join(", ")})) AS records ${from}`,
+        : text,
     fields: names,
     floats: types.flatMap((t, i) => (t === FLOAT4 || t === FLOAT8 ? [i] : [])),
     types,
+    // A float4 comes as text: its binary value, widened to a JS number, is not the shortest
+    // decimal Postgres writes (0.1 would read 0.10000000149011612).
+    formats: types.map((t) => (t === FLOAT4 ? 0 : 1)),
   };
 };
 
@@ -159,36 +163,34 @@ const decoderOf = (type: number): Decoder | undefined => {
 };
 
 /**
- * The rows of a binary array of records (array_send of record_send): a header (dimensions, a
- * flag, the element type, then each dimension's length and lower bound), then each record as its
- * length, its column count and each column as its type, its length (-1 for NULL) and its bytes.
+ * The rows of DataRow messages (each its type byte, its length, its column count, then each
+ * column as its length, -1 for NULL, and its bytes), each column in the format `Aggregate.formats`
+ * asked for: binary, or text for a float4.
  */
-export const decodeRecords = (records: Uint8Array, types: ReadonlyArray<number>): unknown[][] => {
-  const view = new DataView(records.buffer, records.byteOffset, records.byteLength);
+export const decodeDataRows = (dataRows: Uint8Array, types: ReadonlyArray<number>): unknown[][] => {
+  const view = new DataView(dataRows.buffer, dataRows.byteOffset, dataRows.byteLength);
   // Buffer's toString makes a string of a range faster than TextDecoder of a subarray (a page's
   // 250 short texts: 18 µs against 24).
-  const bytes = Buffer.from(records.buffer, records.byteOffset, records.byteLength);
-  const dimensions = view.getInt32(0);
-  if (dimensions === 0) return [];
-  if (dimensions !== 1) throw new Error(`an aggregate form answered ${dimensions} dimensions`);
-  const count = view.getInt32(12);
-  let at = 20;
+  const bytes = Buffer.from(dataRows.buffer, dataRows.byteOffset, dataRows.byteLength);
   const fixed = types.map((type) => decoderOf(type));
-  const rows = new Array<unknown[]>(count);
-  for (let r = 0; r < count; r++) {
-    const columns = view.getInt32(at + 4);
-    if (columns !== types.length) throw new Error(`an aggregate form answered ${columns} columns`);
-    at += 8;
+  const rows: unknown[][] = [];
+  let at = 0;
+  while (at < dataRows.length) {
+    const end = at + 1 + view.getInt32(at + 1);
+    const columns = view.getInt16(at + 5);
+    if (columns !== types.length)
+      throw new Error(`a row of ${columns} columns where ${types.length} were described`);
+    at += 7;
     const row = new Array<unknown>(columns);
     for (let c = 0; c < columns; c++) {
-      const size = view.getInt32(at + 4);
-      at += 8;
+      const size = view.getInt32(at);
+      at += 4;
       if (size < 0) {
         row[c] = null;
         continue;
       }
       const decode = fixed[c];
-      if (decode !== undefined) row[c] = decode(records, view, at);
+      if (decode !== undefined) row[c] = decode(dataRows, view, at);
       else {
         const type = types[c];
         // jsonb's binary form is a version byte, then its text.
@@ -198,7 +200,8 @@ export const decodeRecords = (records: Uint8Array, types: ReadonlyArray<number>)
       }
       at += size;
     }
-    rows[r] = row;
+    if (at !== end) throw new Error("a row's columns did not fill its message");
+    rows.push(row);
   }
   return rows;
 };
@@ -207,14 +210,15 @@ export const decodeRecords = (records: Uint8Array, types: ReadonlyArray<number>)
 export const rowObjects = <R>(result: RowArrays): QueryResult<R> => {
   if ("rows" in result)
     return { rows: objectsOf(result.fields)(result.rows) as R[], rowCount: result.rowCount };
-  let rows: unknown[][];
   if ("json" in result) {
-    rows = JSON.parse(result.json) as unknown[][];
+    const rows = JSON.parse(result.json) as unknown[][];
     for (const column of result.floats)
       for (const row of rows) if (typeof row[column] === "string") row[column] = Number(row[column]);
-  } else rows = result.records === null ? [] : decodeRecords(result.records, result.types);
-  const objects = objectsOf(result.fields)(rows) as R[];
-  return { rows: objects, rowCount: objects.length };
+    const objects = objectsOf(result.fields)(rows) as R[];
+    return { rows: objects, rowCount: objects.length };
+  }
+  const objects = objectsOf(result.fields)(decodeDataRows(result.dataRows, result.types)) as R[];
+  return { rows: objects, rowCount: result.rowCount };
 };
 
 type RowsToObjects = (rows: ReadonlyArray<ReadonlyArray<unknown>>) => Record<string, unknown>[];

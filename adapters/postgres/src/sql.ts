@@ -430,8 +430,8 @@ const extendedMessages = (
   params: ReadonlyArray<unknown>,
   /** The prepared statement's name, and whether it is parsed already (then only bound). */
   prepared?: { readonly name: string; readonly parsed: boolean },
-  /** Results in binary, not text. */
-  binary = false,
+  /** Each result column's format (0 text, 1 binary); all text when absent. */
+  formats?: ReadonlyArray<number>,
 ) => {
   const values = params.map((value, i): string | null => {
     if (value === null || value === undefined) return null;
@@ -441,7 +441,7 @@ const extendedMessages = (
   const statement = prepared?.name ?? "";
   return [
     ...(prepared?.parsed ? [] : [protocol.serialize.parse({ text, name: statement })]),
-    binary ? bindForBinary(statement, values) : protocol.serialize.bind({ statement, values }),
+    formats ? bindWithFormats(statement, values, formats) : protocol.serialize.bind({ statement, values }),
     protocol.serialize.describe({ type: "P" }),
     protocol.serialize.execute({}),
   ];
@@ -450,16 +450,29 @@ const extendedMessages = (
 const encoder = new TextEncoder();
 
 /**
- * Bind of the unnamed portal to `statement`: its parameters in text, every result column in
- * binary. PGlite's own serializer (0.5.16) writes one result format code where the protocol
+ * Bind of the unnamed portal to `statement`: its parameters in text, each result column in the
+ * format given. PGlite's own serializer (0.5.16) writes one result format code where the protocol
  * wants their count and then the codes, which only the default, text, survives.
  */
-const bindForBinary = (statement: string, values: ReadonlyArray<string | null>) => {
+const bindWithFormats = (
+  statement: string,
+  values: ReadonlyArray<string | null>,
+  formats: ReadonlyArray<number>,
+) => {
   const name = encoder.encode(statement);
   const encoded = values.map((value) => (value === null ? null : encoder.encode(value)));
-  // Length, portal "", statement, no parameter format codes (all text), the parameters, one
-  // result format code: binary.
-  const size = 4 + 1 + name.length + 1 + 2 + 2 + encoded.reduce((n, v) => n + 4 + (v?.length ?? 0), 0) + 4;
+  // Length, portal "", statement, no parameter format codes (all text), the parameters, the
+  // result format codes.
+  const size =
+    4 +
+    1 +
+    name.length +
+    1 +
+    2 +
+    2 +
+    encoded.reduce((n, v) => n + 4 + (v?.length ?? 0), 0) +
+    2 +
+    2 * formats.length;
   const out = new Uint8Array(1 + size);
   const view = new DataView(out.buffer);
   out[0] = "B".charCodeAt(0);
@@ -477,8 +490,12 @@ const bindForBinary = (statement: string, values: ReadonlyArray<string | null>) 
     out.set(value, at);
     at += value.length;
   }
-  view.setInt16(at, 1);
-  view.setInt16(at + 2, 1);
+  view.setInt16(at, formats.length);
+  at += 2;
+  for (const format of formats) {
+    view.setInt16(at, format);
+    at += 2;
+  }
   return out;
 };
 
@@ -551,33 +568,30 @@ export const pgliteSession = (db: PGlite) => {
   };
   const run = async (messages: Uint8Array, rowMode?: "array") => parsed(await exchange(messages), rowMode);
   /**
-   * The one field of the one row the reply's last statement answered, its bytes (null for NULL);
-   * a database error in the reply is thrown as `parsed` throws it. Notices and the rows of a
-   * scope's statement before it pass.
+   * The rows the reply's last statement answered, as their DataRow messages (one run of bytes),
+   * and how many; a database error in the reply is thrown as `parsed` throws it. Notices, and the
+   * rows of a scope's statement before it, pass.
    */
-  const lastField = (reply: Uint8Array): Uint8Array | null => {
+  const lastRows = (reply: Uint8Array): { readonly dataRows: Uint8Array; readonly rowCount: number } => {
     const view = new DataView(reply.buffer, reply.byteOffset, reply.byteLength);
-    let field: Uint8Array | null | undefined;
-    let rows = 0;
+    let first = 0;
+    let last = 0;
+    let rowCount = 0;
     let at = 0;
     while (at + 5 <= reply.length) {
       const type = reply[at];
       const end = at + 1 + view.getInt32(at + 1);
       if (end < at + 5 || end > reply.length) break;
       if (type === ERROR_RESPONSE) parsed(reply);
-      if (type === BIND_COMPLETE) {
-        rows = 0;
-        field = undefined;
-      } else if (type === DATA_ROW) {
-        rows++;
-        const size = view.getInt16(at + 5) === 1 ? view.getInt32(at + 7) : undefined;
-        field = size === undefined ? undefined : size < 0 ? null : reply.slice(at + 11, at + 11 + size);
+      if (type === BIND_COMPLETE) rowCount = 0;
+      else if (type === DATA_ROW) {
+        if (rowCount++ === 0) first = at;
+        last = end;
       }
       at = end;
     }
-    if (at !== reply.length || rows !== 1 || field === undefined)
-      throw new Error("an aggregate form's reply was not one row of one field");
-    return field;
+    if (at !== reply.length) throw new Error("the database's reply was cut short");
+    return { dataRows: reply.slice(first, rowCount === 0 ? first : last), rowCount };
   };
   /** The last statement's result. */
   const last = (results: Results) => results[results.length - 1];
@@ -592,8 +606,8 @@ export const pgliteSession = (db: PGlite) => {
     text: string,
     params: ReadonlyArray<unknown> | undefined,
     read: Read<T>,
-    /** The statement's results in binary (one with parameters only). */
-    binary = false,
+    /** Each result column's format (a statement with parameters only). */
+    formats?: ReadonlyArray<number>,
   ): Promise<T> => {
     const simple = params === undefined || params.length === 0;
     const known = simple ? [] : describedTexts(db).get(text);
@@ -631,7 +645,7 @@ export const pgliteSession = (db: PGlite) => {
             await exchange(
               concat([
                 ...set,
-                ...extendedMessages(db, text, types, params, prepared, binary),
+                ...extendedMessages(db, text, types, params, prepared, formats),
                 protocol.serialize.sync(),
               ]),
             ),
@@ -655,7 +669,7 @@ export const pgliteSession = (db: PGlite) => {
     );
   };
 
-  const aggregates = aggregateForms("records");
+  const aggregates = aggregateForms("binary");
 
   /**
    * The rows of `text` as arrays, by way of its aggregate form when it has one: PGlite spends
@@ -670,8 +684,8 @@ export const pgliteSession = (db: PGlite) => {
   ): Promise<RowArrays> => {
     const aggregate = aggregates.of(text);
     if (aggregate) {
-      const records = await execute(scope, aggregate.text, params, lastField, true);
-      return { fields: aggregate.fields, records, types: aggregate.types, rowCount: -1 };
+      const { dataRows, rowCount } = await execute(scope, text, params, lastRows, aggregate.formats);
+      return { fields: aggregate.fields, dataRows, types: aggregate.types, rowCount };
     }
     const result = await execute(scope, text, params, lastOf("array"));
     const rows = (result?.rows ?? []) as unknown[][];
