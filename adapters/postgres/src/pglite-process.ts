@@ -1,8 +1,8 @@
 import { type ChildProcess, fork } from "node:child_process";
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { type RowArrays, rowObjects } from "./aggregate.js";
 import type { Reply, Request } from "./pglite-child.js";
+import { type RowArrays, rowObjects } from "./row-forms.js";
 import {
   initdbApart,
   type PgliteOptions,

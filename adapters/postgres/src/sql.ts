@@ -3,8 +3,8 @@ import { existsSync } from "node:fs";
 import path from "node:path";
 import { PGlite, parse as pgliteParse, protocol } from "@electric-sql/pglite";
 import pg from "pg";
-import { type Aggregate, aggregateForms, type RowArrays, rowObjects } from "./aggregate.js";
 import { sharedLanes, switchedRun } from "./lanes.js";
+import { type RowArrays, type RowForm, rowForms, rowObjects } from "./row-forms.js";
 import { neutralInTransaction, neutralSession } from "./tenancy.js";
 
 export interface QueryResult<R> {
@@ -244,7 +244,7 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
       },
     );
 
-  const aggregates = aggregateForms("json");
+  const aggregates = rowForms("json");
   /**
    * The rows of a SELECT the aggregate way when it has one: one JSON text to parse instead of a
    * field to parse per column and row (client CPU for 51 asset rows 107-191 -> 78-83 µs).
@@ -252,7 +252,7 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
   const answer = <R>(
     text: string,
     params: ReadonlyArray<unknown> | undefined,
-    aggregate: Aggregate | null | undefined,
+    aggregate: RowForm | null | undefined,
     results: unknown,
   ) => {
     const result = (Array.isArray(results) ? results[results.length - 1] : results) as pg.QueryResult;
@@ -535,9 +535,8 @@ export const pgliteSession = (db: PGlite) => {
   let inbox = new Uint8Array(INBOX);
   /**
    * Postgres' reply to `messages`, its bytes as they were written, in `inbox` until the next
-   * exchange. PGlite's own execProtocolStream
-   * parses every message as it comes; read raw, an aggregate form's one field skips that (see
-   * `lastField`), 50 µs of the 225 a 51-row page took (microbenchmark).
+   * exchange. PGlite's own execProtocolStream parses every message as it comes, every field of
+   * every row into a string; read raw, a text's rows stay bytes (see `lastRows`).
    */
   const exchange = async (messages: Uint8Array) => {
     if (inbox.length > INBOX_KEPT) inbox = new Uint8Array(INBOX);
@@ -669,30 +668,27 @@ export const pgliteSession = (db: PGlite) => {
     );
   };
 
-  const aggregates = aggregateForms("binary");
+  const forms = rowForms("binary");
 
   /**
-   * The rows of `text` as arrays, by way of its aggregate form when it has one: PGlite spends
-   * most of a SELECT's time writing each field of each row out of WebAssembly (measured: 51 rows
-   * of the 17 asset columns 0.96-1.16 ms, the same rows as one JSON array of arrays 0.31 ms, a
-   * count of them 0.17 ms). A text is run as it is the first time, which tells its columns.
+   * The rows of `text` as arrays, or as its binary form's DataRow messages when it has one (see
+   * `Layout`). A text is run as it is the first time, which tells its columns.
    */
   const queryInArrays = async (
     scope: SessionScope,
     text: string,
     params?: ReadonlyArray<unknown>,
   ): Promise<RowArrays> => {
-    const aggregate = aggregates.of(text);
-    if (aggregate) {
-      const { dataRows, rowCount } = await execute(scope, text, params, lastRows, aggregate.formats);
-      return { fields: aggregate.fields, dataRows, types: aggregate.types, rowCount };
+    const form = forms.of(text);
+    if (form) {
+      const { dataRows, rowCount } = await execute(scope, text, params, lastRows, form.formats);
+      return { fields: form.fields, dataRows, types: form.types, rowCount };
     }
     const result = await execute(scope, text, params, lastOf("array"));
     const rows = (result?.rows ?? []) as unknown[][];
     const fields = (result?.fields ?? []).map((f) => f.name);
-    if (aggregate === undefined) aggregates.learn(text, params, result?.fields ?? []);
-    // The command tag's count, as pg answers: PGlite's affectedRows is 0 for a SELECT, and so
-    // would differ from the aggregate form's count of its rows.
+    if (form === undefined) forms.learn(text, params, result?.fields ?? []);
+    // The command tag's count, as pg answers: PGlite's affectedRows is 0 for a SELECT.
     return { fields, rows, rowCount: result?.rowCount ?? rows.length };
   };
 
@@ -721,7 +717,7 @@ export const pgliteSession = (db: PGlite) => {
 type BackendMessage = Parameters<typeof pgliteParse.parseResults>[0][number];
 
 /** The rows of a `json` aggregate form's answer (its JSON text) as objects. */
-const aggregateRows = <R>(aggregate: Aggregate, json: unknown): QueryResult<R> =>
+const aggregateRows = <R>(aggregate: RowForm, json: unknown): QueryResult<R> =>
   rowObjects<R>({
     fields: aggregate.fields,
     json: typeof json === "string" ? json : "[]",

@@ -3,13 +3,14 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { onEachEngine } from "./engines.js";
 
 /**
- * A SELECT run with parameters answers as written the first time; from then on, when its columns
- * allow, as one JSON text of its rows (its aggregate form, `aggregateOf` in sql.ts). Every test
- * runs a text several times and holds the later answers to the first one and to literal values:
- * the form is an optimisation, never a difference a caller could see.
+ * A text run with parameters answers as written the first time; from then on, when its columns
+ * allow, in its fast form (`row-forms.ts`): on a server one JSON text of its rows (an aggregate
+ * over the text), on PGlite its rows in binary. Every test runs a text several times and holds
+ * the later answers to the first one and to literal values: the form is an optimisation, never a
+ * difference a caller could see.
  */
 onEachEngine(({ name, open }) => {
-  describe(`a SELECT's aggregate form on ${name}`, () => {
+  describe(`a text's fast form on ${name}`, () => {
     let db: SqlDatabase;
     beforeAll(async () => {
       db = await open();

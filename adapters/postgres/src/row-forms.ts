@@ -1,7 +1,7 @@
 import type { QueryResult } from "./sql.js";
 
 /**
- * How a text's rows come back once its first answer has told their columns:
+ * A text's fast form: how its rows come back once its first answer has told their columns.
  *
  * - `json`, on a Postgres server: its aggregate form, one JSON array of rows, each an array of
  *   its values (json_agg of json_build_array over the text); pg then parses one text instead of
@@ -19,7 +19,7 @@ export type Layout = "json" | "binary";
 
 /**
  * Rows as arrays of values in the order of `fields`: as the driver parsed them (`rows`), or as
- * an aggregate form's answer, decoded where the rows are used (`rowObjects`).
+ * a fast form's answer, decoded where the rows are used (`rowObjects`).
  */
 export type RowArrays =
   | {
@@ -64,7 +64,7 @@ const JSONB = 3802;
  */
 const AGGREGABLE = new Set([BOOL, INT8, INT2, INT4, TEXT, BPCHAR, VARCHAR, JSON_TYPE, JSONB, FLOAT4, FLOAT8]);
 
-export interface Aggregate {
+export interface RowForm {
   readonly layout: Layout;
   /** What runs: `json`, the aggregate form; `binary`, the text itself. */
   readonly text: string;
@@ -84,11 +84,11 @@ export interface Aggregate {
  * `AGGREGABLE` and have distinct names has one; the `binary` form, any such text whose columns
  * are.
  */
-const aggregateOf = (
+const formOf = (
   text: string,
   fields: ReadonlyArray<{ readonly name: string; readonly dataTypeID: number }>,
   layout: Layout,
-): Aggregate | null => {
+): RowForm | null => {
   if (layout === "json" && (!/^\s*select\s/i.test(text) || text.includes(";"))) return null;
   const names = fields.map((f) => f.name);
   if (
@@ -118,13 +118,13 @@ const aggregateOf = (
 };
 
 /**
- * Each text's aggregate form, learnt from its first answer: `of` is undefined for a text not yet
+ * Each text's fast form, learnt from its first answer: `of` is undefined for a text not yet
  * seen, null for one without a form. Texts run without parameters may hold several statements:
- * never aggregated, nor kept. Bounded like the statement names (the adapter's texts are a fixed
+ * never given a form, nor kept. Bounded like the statement names (the adapter's texts are a fixed
  * set).
  */
-export const aggregateForms = (layout: Layout) => {
-  const forms = new Map<string, Aggregate | null>();
+export const rowForms = (layout: Layout) => {
+  const forms = new Map<string, RowForm | null>();
   return {
     of: (text: string) => forms.get(text),
     learn: (
@@ -133,7 +133,7 @@ export const aggregateForms = (layout: Layout) => {
       fields: ReadonlyArray<{ readonly name: string; readonly dataTypeID: number }>,
     ) => {
       if (params !== undefined && params.length > 0 && forms.size < 1000)
-        forms.set(text, aggregateOf(text, fields, layout));
+        forms.set(text, formOf(text, fields, layout));
     },
   };
 };
@@ -164,7 +164,7 @@ const decoderOf = (type: number): Decoder | undefined => {
 
 /**
  * The rows of DataRow messages (each its type byte, its length, its column count, then each
- * column as its length, -1 for NULL, and its bytes), each column in the format `Aggregate.formats`
+ * column as its length, -1 for NULL, and its bytes), each column in the format `RowForm.formats`
  * asked for: binary, or text for a float4.
  */
 export const decodeDataRows = (dataRows: Uint8Array, types: ReadonlyArray<number>): unknown[][] => {
