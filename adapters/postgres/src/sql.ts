@@ -442,7 +442,9 @@ const extendedMessages = (
   return [
     ...(prepared?.parsed ? [] : [protocol.serialize.parse({ text, name: statement })]),
     formats ? bindWithFormats(statement, values, formats) : protocol.serialize.bind({ statement, values }),
-    protocol.serialize.describe({ type: "P" }),
+    // With formats, the columns are known: their description would be work for nothing (3-6 µs
+    // of a 51-row page's 65-75).
+    ...(formats ? [] : [protocol.serialize.describe({ type: "P" })]),
     protocol.serialize.execute({}),
   ];
 };
