@@ -37,7 +37,7 @@ export type RowArrays =
     }
   | {
       readonly fields: ReadonlyArray<string>;
-      /** The rows' DataRow messages, each column in the format `formatsOf(types)` asked for. */
+      /** The rows' DataRow messages, each column in the format `BinaryForm.formats` asked for. */
       readonly dataRows: Uint8Array;
       /** Each column's type (its OID), which tells how its value is written. */
       readonly types: ReadonlyArray<number>;
@@ -64,56 +64,64 @@ const JSONB = 3802;
  */
 const AGGREGABLE = new Set([BOOL, INT8, INT2, INT4, TEXT, BPCHAR, VARCHAR, JSON_TYPE, JSONB, FLOAT4, FLOAT8]);
 
-export interface RowForm {
-  readonly layout: Layout;
-  /** What runs: `json`, the aggregate form; `binary`, the text itself. */
+/** A SELECT's aggregate form: `text` runs in its place. */
+export interface JsonForm {
+  readonly layout: "json";
   readonly text: string;
   readonly fields: ReadonlyArray<string>;
-  /** `json`: the float columns. */
+  /** The float columns: JSON writes NaN and the infinities as strings. */
   readonly floats: ReadonlyArray<number>;
+}
+
+/** The text itself, its results in binary. */
+export interface BinaryForm {
+  readonly layout: "binary";
+  readonly fields: ReadonlyArray<string>;
   /** Each column's type. */
   readonly types: ReadonlyArray<number>;
-  /** `binary`: each result column's format (0 text, 1 binary). */
+  /** Each result column's format (0 text, 1 binary). */
   readonly formats: ReadonlyArray<number>;
 }
 
+type FormOf<L extends Layout> = L extends "json" ? JsonForm : BinaryForm;
+
 /**
- * The `json` form of a SELECT keeps its order (an aggregate over a sorted subquery takes the
- * rows in that order when, as here, nothing else is joined or grouped). Only a single SELECT
- * (callers ask only of texts run with parameters, the repositories' reads) whose columns are all
- * `AGGREGABLE` and have distinct names has one; the `binary` form, any such text whose columns
- * are.
+ * A text's form, when its columns are all `AGGREGABLE` and have distinct names. The `json` form
+ * is only a single SELECT's (callers ask only of texts run with parameters, the repositories'
+ * reads) of at most 100 columns (json_build_array's arguments), and keeps its order (an
+ * aggregate over a sorted subquery takes the rows in that order when, as here, nothing else is
+ * joined or grouped).
  */
 const formOf = (
   text: string,
   fields: ReadonlyArray<{ readonly name: string; readonly dataTypeID: number }>,
   layout: Layout,
-): RowForm | null => {
-  if (layout === "json" && (!/^\s*select\s/i.test(text) || text.includes(";"))) return null;
+): JsonForm | BinaryForm | null => {
   const names = fields.map((f) => f.name);
   if (
     names.length === 0 ||
-    names.length > 100 ||
     new Set(names).size !== names.length ||
     !fields.every((f) => AGGREGABLE.has(f.dataTypeID))
   )
     return null;
-  const columns = names.map((name) => `q."${name.replaceAll('"', '""')}"`);
-  // The text on a line of its own: one ending in a -- comment would comment out `) q`.
-  const from = `FROM (${text}\n) q`;
   const types = fields.map((f) => f.dataTypeID);
+  if (layout === "binary")
+    return {
+      layout,
+      fields: names,
+      types,
+      // A float4 comes as text: its binary value, widened to a JS number, is not the shortest
+      // decimal Postgres writes (0.1 would read 0.10000000149011612).
+      formats: types.map((t) => (t === FLOAT4 ? 0 : 1)),
+    };
+  if (names.length > 100 || !/^\s*select\s/i.test(text) || text.includes(";")) return null;
+  const columns = names.map((name) => `q."${name.replaceAll('"', '""')}"`).join(", ");
   return {
     layout,
-    text:
-      layout === "json"
-        ? `SELECT coalesce(json_agg(json_build_array(${columns.join(", ")})), '[]')::text AS json ${from}`
-        : text,
+    // The text on a line of its own: one ending in a -- comment would comment out `) q`.
+    text: `SELECT coalesce(json_agg(json_build_array(${columns})), '[]')::text AS json FROM (${text}\n) q`,
     fields: names,
     floats: types.flatMap((t, i) => (t === FLOAT4 || t === FLOAT8 ? [i] : [])),
-    types,
-    // A float4 comes as text: its binary value, widened to a JS number, is not the shortest
-    // decimal Postgres writes (0.1 would read 0.10000000149011612).
-    formats: types.map((t) => (t === FLOAT4 ? 0 : 1)),
   };
 };
 
@@ -123,8 +131,8 @@ const formOf = (
  * never given a form, nor kept. Bounded like the statement names (the adapter's texts are a fixed
  * set).
  */
-export const rowForms = (layout: Layout) => {
-  const forms = new Map<string, RowForm | null>();
+export const rowForms = <L extends Layout>(layout: L) => {
+  const forms = new Map<string, FormOf<L> | null>();
   return {
     of: (text: string) => forms.get(text),
     learn: (
@@ -133,7 +141,7 @@ export const rowForms = (layout: Layout) => {
       fields: ReadonlyArray<{ readonly name: string; readonly dataTypeID: number }>,
     ) => {
       if (params !== undefined && params.length > 0 && forms.size < 1000)
-        forms.set(text, formOf(text, fields, layout));
+        forms.set(text, formOf(text, fields, layout) as FormOf<L> | null);
     },
   };
 };
@@ -142,7 +150,7 @@ type Decoder = (bytes: Uint8Array, view: DataView, at: number) => unknown;
 
 /**
  * A fixed-size column's value from its binary form at `at`, as the drivers parse its text;
- * undefined for the types written as text (see `decodeRecords`).
+ * undefined for the types read as text (see `decodeDataRows`).
  */
 const decoderOf = (type: number): Decoder | undefined => {
   switch (type) {
@@ -164,7 +172,7 @@ const decoderOf = (type: number): Decoder | undefined => {
 
 /**
  * The rows of DataRow messages (each its type byte, its length, its column count, then each
- * column as its length, -1 for NULL, and its bytes), each column in the format `RowForm.formats`
+ * column as its length, -1 for NULL, and its bytes), each column in the format `BinaryForm.formats`
  * asked for: binary, or text for a float4.
  */
 export const decodeDataRows = (dataRows: Uint8Array, types: ReadonlyArray<number>): unknown[][] => {

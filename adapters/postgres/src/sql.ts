@@ -4,7 +4,7 @@ import path from "node:path";
 import { PGlite, parse as pgliteParse, protocol } from "@electric-sql/pglite";
 import pg from "pg";
 import { sharedLanes, switchedRun } from "./lanes.js";
-import { type RowArrays, type RowForm, rowForms, rowObjects } from "./row-forms.js";
+import { type JsonForm, type RowArrays, rowForms, rowObjects } from "./row-forms.js";
 import { neutralInTransaction, neutralSession } from "./tenancy.js";
 
 export interface QueryResult<R> {
@@ -252,7 +252,7 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
   const answer = <R>(
     text: string,
     params: ReadonlyArray<unknown> | undefined,
-    aggregate: RowForm | null | undefined,
+    aggregate: JsonForm | null | undefined,
     results: unknown,
   ) => {
     const result = (Array.isArray(results) ? results[results.length - 1] : results) as pg.QueryResult;
@@ -719,7 +719,7 @@ export const pgliteSession = (db: PGlite) => {
 type BackendMessage = Parameters<typeof pgliteParse.parseResults>[0][number];
 
 /** The rows of a `json` aggregate form's answer (its JSON text) as objects. */
-const aggregateRows = <R>(aggregate: RowForm, json: unknown): QueryResult<R> =>
+const aggregateRows = <R>(aggregate: JsonForm, json: unknown): QueryResult<R> =>
   rowObjects<R>({
     fields: aggregate.fields,
     json: typeof json === "string" ? json : "[]",
