@@ -5,6 +5,7 @@
 //
 //   node bench/profile-api.mjs [--set embedded|server] [--duration 5] [--connections 50]
 //                              [--paths limit50,limit1,me] [--profile] [--top 25] [--keep-profile FILE]
+//   (--keep-profile keeps the host's profile as FILE and the database process's as FILE.db)
 import { copyFile, mkdir, mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -164,7 +165,9 @@ try {
     const processes = [["host", ofPid(hostPid)], ...dbPids.map((pid) => ["db process", ofPid(pid)])];
     for (const [who, name] of processes) {
       if (name === undefined) continue;
-      if (who === "host" && args["keep-profile"]) await copyFile(join(profiles, name), args["keep-profile"]);
+      // The host's profile as FILE, the database process's beside it as FILE.db.
+      if (args["keep-profile"])
+        await copyFile(join(profiles, name), `${args["keep-profile"]}${who === "host" ? "" : ".db"}`);
       const { total, places, functions } = summarizeCpuProfile(
         JSON.parse(await readFile(join(profiles, name), "utf8")),
         windows,

@@ -749,6 +749,9 @@ export interface PgliteOptions {
 export const createPglite = (dataDir: string | undefined, options: PgliteOptions = {}) =>
   PGlite.create(dataDir, {
     startParams: [...PGlite.defaultStartParams, "-c", `shared_buffers=${options.sharedBuffersMb ?? 16}MB`],
+    // An int8 as a JS number, as on a server (`types` above) and in the binary form: PGlite's
+    // own parser answers a BigInt past 2^53, which JSON.stringify refuses.
+    parsers: { [INT8]: (value: string) => Number(value) },
   });
 
 /**
