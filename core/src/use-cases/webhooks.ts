@@ -8,7 +8,7 @@ import {
   type WebhookDelivery,
   type WebhookEventType,
 } from "../domain/webhook.js";
-import { InternalError, InvalidRequest, NotFound, type StorageError } from "../errors.js";
+import { InvalidRequest, NotFound, type StorageError } from "../errors.js";
 import type { Clock } from "../ports/clock.js";
 import type { Ids } from "../ports/ids.js";
 import type { Job, JobFailed } from "../ports/job-queue.js";
@@ -115,23 +115,25 @@ export type DeliveryOutcome =
       readonly result: SendResult;
     };
 
-const noSender = () => new InternalError({ message: "this process has no webhook sender" });
-
 export const makeWebhooks = (ports: VodPorts, config: VodConfig) => {
   const { clock, ids, storage } = ports;
 
   const create = (principal: Principal, input: CreateInput) =>
     Effect.gen(function* () {
+      // Where a webhook may point is the sender's rule, checked here to refuse a bad URL at
+      // once, and again on every send against the address connected to. A process composed
+      // without a sender (an embedder whose deliveries run elsewhere) stores the webhook as
+      // given: its deliveries are recorded and wait for a process that sends, which checks them.
       const sender = ports.webhookSender;
-      if (!sender) return yield* Effect.fail(noSender());
-      yield* Effect.catchTag(sender.checkUrl(input.url), "UrlRefused", (refused) =>
-        Effect.fail(
-          new InvalidRequest({
-            message: `webhook URL refused: ${refused.reason}`,
-            details: { fields: [{ path: ["url"], message: refused.reason }] },
-          }),
-        ),
-      );
+      if (sender)
+        yield* Effect.catchTag(sender.checkUrl(input.url), "UrlRefused", (refused) =>
+          Effect.fail(
+            new InvalidRequest({
+              message: `webhook URL refused: ${refused.reason}`,
+              details: { fields: [{ path: ["url"], message: refused.reason }] },
+            }),
+          ),
+        );
       const secret = `whsec_${Buffer.from(ids.randomBytes(32)).toString("base64")}`;
       const webhook: Webhook = {
         id: ids.id("webhook"),
