@@ -1,10 +1,10 @@
 import type { RequestListener } from "node:http";
 import { type Operation, openApiDocument, operations, type Vod } from "@vod/core";
-import express, { type Express } from "express";
+import type { Express } from "express";
 import { type CatalogRoutes, catalogRoutes } from "./catalog-routes.js";
 import { type Handler, type HttpRequest, internalError, notFound, requestLog } from "./http.js";
 import type { Logger } from "./logger.js";
-import { apiCors, type OpsOptions, opsRoutes, requestMetrics } from "./ops.js";
+import { apiCors, hostExpress, type OpsOptions, opsRoutes, requestMetrics } from "./ops.js";
 
 export interface ApiAppOptions {
   readonly vod: Vod;
@@ -45,13 +45,7 @@ export const createApiApp = ({
   ops: operational = { readiness: [] },
   corsOrigins = [],
 }: ApiAppOptions): ApiApp => {
-  const app = express();
-  app.disable("x-powered-by");
-  // Express's fallback error page prints the stack outside production; `internalError` answers
-  // first, and this keeps the fallback silent should it ever be reached.
-  app.set("env", "production");
-  app.set("trust proxy", trustProxy);
-  app.set("etag", false);
+  const app = hostExpress(trustProxy);
   const log = requestLog(logger, operational.metrics && requestMetrics(operational.metrics));
   const cors = apiCors(corsOrigins);
   // What every request goes through, in one step rather than three.
@@ -62,9 +56,6 @@ export const createApiApp = ({
       cors.cors(req, res, next);
     });
   app.use(prelude);
-  app.get("/healthz", (_req, res) => {
-    res.json({ status: "ok" });
-  });
   // Generated once from the schemas that validate and encode every operation.
   const openApi = openApiDocument(ops, {
     title: "VOD platform API",

@@ -53,6 +53,7 @@ const isPostgresUrl = (s: string) => {
 /** The environment the host reads; every variable is documented in the root README. */
 const Env = Schema.Struct({
   PORT: Schema.optionalWith(Port, { default: () => 8080 }),
+  VOD_OPS_PORT: opt(Port),
   VOD_HOST: Schema.optionalWith(Schema.String, { default: () => "0.0.0.0" }),
   VOD_DATA_DIR: Schema.optionalWith(Schema.String.pipe(Schema.minLength(1)), { default: () => "./data" }),
   VOD_BASE_URL: opt(Url),
@@ -177,6 +178,8 @@ const Env = Schema.Struct({
 
 export interface HostConfig {
   readonly port: number;
+  /** Where `vod worker` serves /healthz, /readyz and /metrics; none when absent. */
+  readonly opsPort?: number | undefined;
   readonly host: string;
   readonly dataDir: string;
   readonly baseUrl: string;
@@ -304,6 +307,7 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
   const local = `http://localhost:${e.PORT}`;
   return {
     port: e.PORT,
+    opsPort: e.VOD_OPS_PORT,
     host: e.VOD_HOST,
     dataDir: e.VOD_DATA_DIR,
     baseUrl: trimSlash(e.VOD_BASE_URL ?? local),

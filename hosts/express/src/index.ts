@@ -5,4 +5,5 @@ export { errorReply, statusOf } from "./errors.js";
 export { DEFAULT_HEAP_GROWING_PERCENT, tuneHeapForRequests, tuneHeapForStreaming } from "./heap.js";
 export { loggedPath } from "./http.js";
 export { createLogger } from "./logger.js";
+export { createOpsApp } from "./ops.js";
 export { type RunningHost, startHost } from "./server.js";

@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { PrometheusMetrics } from "@vod/adapter-prometheus";
 import { StorageError, Unauthorized } from "@vod/core";
-import express, { type Router } from "express";
+import express, { type Express, type Router } from "express";
 import vary from "vary";
 import { errorReply } from "./errors.js";
 import {
@@ -11,8 +11,12 @@ import {
   type HttpRequest,
   type HttpResponse,
   headerOf,
+  internalError,
+  notFound,
+  requestLog,
   sendError,
 } from "./http.js";
+import type { Logger } from "./logger.js";
 
 /** One dependency `/readyz` asks: it answers when `check` resolves. */
 export interface ReadinessCheck {
@@ -61,14 +65,29 @@ const sameSecret = (given: string, expected: string) =>
     createHash("sha256").update(expected).digest(),
   );
 
+/** An Express app as the host runs each of its own: answers from its own handlers, never a default page. */
+export const hostExpress = (trustProxy = false): Express => {
+  const app = express();
+  app.disable("x-powered-by");
+  // Express's fallback error page prints the stack outside production; `internalError` answers
+  // first, and this keeps the fallback silent should it ever be reached.
+  app.set("env", "production");
+  app.set("trust proxy", trustProxy);
+  app.set("etag", false);
+  return app;
+};
+
 /**
- * The operational endpoints beside `/healthz`: `/readyz` (what a load balancer routes on) and
- * `/metrics` (Prometheus). Not operations of the catalog (no tenant, no credential of the API):
- * the OpenAPI document lists them with the host's other routes. Without a registry `/metrics` is
- * 404, as a route that is not there.
+ * The operational endpoints: `/healthz` (the process serves), `/readyz` (what a load balancer
+ * routes on) and `/metrics` (Prometheus). Not operations of the catalog (no tenant, no credential
+ * of the API): the OpenAPI document lists them with the host's other routes. Without a registry
+ * `/metrics` is 404, as a route that is not there.
  */
 export const opsRoutes = ({ readiness, metrics, metricsToken }: OpsOptions): Router => {
   const router = express.Router();
+  router.get("/healthz", (_req, res) => {
+    res.json({ status: "ok" });
+  });
   router.get("/readyz", async (_req, res) => {
     const checks = await checkReadiness(readiness);
     const down = Object.keys(checks).filter((name) => checks[name] !== "ok");
@@ -93,6 +112,26 @@ export const opsRoutes = ({ readiness, metrics, metricsToken }: OpsOptions): Rou
     res.send(await metrics.render());
   });
   return router;
+};
+
+/**
+ * The operational endpoints alone, for a process that serves no API (`vod worker` with
+ * `VOD_OPS_PORT`): its jobs' and deliveries' metrics are counted where they run, so a deployment
+ * whose workers run apart scrapes each of them. Every other path is the spec's 404.
+ */
+export const createOpsApp = ({
+  logger,
+  ops,
+}: {
+  readonly logger: Logger;
+  readonly ops: OpsOptions;
+}): Express => {
+  const app = hostExpress();
+  app.use(requestLog(logger, ops.metrics && requestMetrics(ops.metrics)));
+  app.use(opsRoutes(ops));
+  app.use(notFound);
+  app.use(internalError);
+  return app;
 };
 
 /** The label of a request no route took: one value, whatever path it asked for. */

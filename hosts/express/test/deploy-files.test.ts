@@ -55,7 +55,10 @@ const byKind = (kind: string) => {
 };
 const envOf = (container: Container) => container.env ?? [];
 /** Placeholders a value may hold, with the example docs/deploy-gcp.md gives (its step 9 fills them in). */
-const placeholders: Readonly<Record<string, string>> = { BUCKET: "acme-vod-media" };
+const placeholders: Readonly<Record<string, string>> = {
+  BUCKET: "acme-vod-media",
+  "https://APP_ORIGIN": "https://app.example.com",
+};
 /** The literal values a container sets, as the host would read them (secrets not included). */
 const literalEnv = (container: Container) =>
   Object.fromEntries(
@@ -88,6 +91,7 @@ const sampleSecrets: Record<string, string> = {
   VOD_CURSOR_SECRET: "x".repeat(44),
   VOD_UPLOAD_URL_SECRET: "y".repeat(44),
   VOD_DRM_MASTER_KEY: "a".repeat(64),
+  VOD_METRICS_TOKEN: "m".repeat(32),
 };
 
 describe("deploy files", () => {
@@ -150,6 +154,9 @@ describe("deploy files", () => {
       undefined,
     );
     expect(apiConfig.drm.masterKey).toBeDefined();
+    // Its /metrics is on the public address; the web app's pages may call it.
+    expect(apiConfig.metricsToken).toBeDefined();
+    expect(apiConfig.corsOrigins).toEqual(["https://app.example.com"]);
 
     const [worker] = byKind("WorkerPool").containers;
     expect(worker?.args).toEqual(["worker"]);
@@ -158,6 +165,9 @@ describe("deploy files", () => {
     expect(workerConfig.database.url).toContain("host=/cloudsql/");
     // The master key must be the API's, or the licences it serves would not unwrap.
     expect(workerConfig.drm.masterKey).toBeDefined();
+    // Its jobs' metrics are served where they are counted, for a scraper beside it.
+    expect(workerConfig.opsPort).toBeGreaterThan(0);
+    expect(workerConfig.metricsToken).toBeDefined();
 
     const [migrate] = byKind("Job").containers;
     expect(migrate?.args).toEqual(["migrate"]);

@@ -19,6 +19,8 @@ import {
 } from "./support.js";
 
 type Host = Spawned & { readonly url: string };
+
+const OPS_TOKEN = "ops-token-of-the-many-machines-test";
 type Auth = Record<string, string>;
 
 // A deployment as the gcp set runs it: API/media hosts and workers on separate machines, sharing
@@ -40,6 +42,7 @@ describeWith(
     let a: Host;
     let b: Host;
     let workers: Spawned[];
+    let opsPorts: number[];
     let auth: Auth;
 
     scratch.afterwards(async () => {
@@ -63,6 +66,7 @@ describeWith(
       longer = await readFile(join(root, "longer.mp4"));
 
       const [portA, portB] = [await freePort(), await freePort()];
+      opsPorts = [await freePort(), await freePort()];
       const publicUrl = `http://localhost:${portA}`;
       // What every process of the deployment shares: secrets given, not made per data directory.
       const common = {
@@ -98,8 +102,9 @@ describeWith(
       const envs = {
         a: await env("host-a", { VOD_WORKER_CONCURRENCY: "0" }),
         b: await env("host-b", { VOD_WORKER_CONCURRENCY: "0" }),
-        w1: await env("worker-1"),
-        w2: await env("worker-2"),
+        // Each worker's own /healthz, /readyz and /metrics, behind the metrics token.
+        w1: await env("worker-1", { VOD_OPS_PORT: String(opsPorts[0]), VOD_METRICS_TOKEN: OPS_TOKEN }),
+        w2: await env("worker-2", { VOD_OPS_PORT: String(opsPorts[1]), VOD_METRICS_TOKEN: OPS_TOKEN }),
       };
       workers = [scratch.spawn("worker", envs.w1), scratch.spawn("worker", envs.w2)];
       [a, b] = await Promise.all([scratch.serve(envs.a, portA), scratch.serve(envs.b, portB)]);
@@ -246,6 +251,39 @@ describeWith(
       for (const worker of workers)
         expect(uploads.some((u) => logged(worker, "processing started", u.assetId).length > 0)).toBe(true);
     }, 150_000);
+
+    it("each worker serves /healthz, /readyz and /metrics on VOD_OPS_PORT: their processing counts add up to the assets made ready", async () => {
+      const urls = opsPorts.map((port) => `http://127.0.0.1:${port}`);
+      const ready = (await call(a.url, "/v1/assets?limit=100", { headers: auth })).body.data.filter(
+        (asset: { status: string }) => asset.status === "ready",
+      ).length;
+      expect(ready).toBeGreaterThanOrEqual(11);
+      let total = 0;
+      for (const url of urls) {
+        expect(await call(url, "/healthz")).toMatchObject({ status: 200, body: { status: "ok" } });
+        expect(await call(url, "/readyz")).toMatchObject({
+          status: 200,
+          body: { status: "ok", checks: { working: "ok", database: "ok", redis: "ok" } },
+        });
+        const refused = await call(url, "/metrics");
+        expect(refused.status).toBe(401);
+        expect(refused.body).toMatchObject({ error: "unauthorized", code: "unauthorized" });
+        const missing = await call(url, "/v1/assets");
+        expect(missing.status).toBe(404);
+        expect(missing.body).toMatchObject({ error: "not_found", code: "not_found" });
+        const metrics = await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${OPS_TOKEN}` } });
+        expect(metrics.status).toBe(200);
+        const text = await metrics.text();
+        const count = (line: RegExp) => Number(line.exec(text)?.[1] ?? Number.NaN);
+        const done = count(/^vod_processing_jobs_total\{state="ready"\} (\d+)$/m);
+        expect(done).toBeGreaterThan(0);
+        total += done;
+        expect(count(/^vod_processing_jobs_total\{state="failed"\} (\d+)$/m)).toBe(0);
+        // Only the ops routes are served: no API request was counted here.
+        expect(text).not.toContain('route="/v1/assets"');
+      }
+      expect(total).toBe(ready);
+    });
 
     it("refuses on B, within a second, a playback session revoked on A after B had served it", async () => {
       const upload = await sendAcross(b, a, clip, "revoked");

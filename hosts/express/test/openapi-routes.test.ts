@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import { Writable } from "node:stream";
 import { filesystemObjectStore } from "@vod/adapter-filesystem";
-import { createApiApp, createLogger, type RunningHost } from "@vod/host-express";
+import { createApiApp, createLogger, createOpsApp, type RunningHost } from "@vod/host-express";
 import { beforeAll, describe, expect, it } from "vitest";
 import { suiteScratch } from "./suites.js";
 
@@ -61,5 +61,15 @@ describe("the OpenAPI document the host serves", () => {
     const routes = [...new Set([...catalog, ...own])].filter((r) => !r.startsWith("OPTIONS ")).sort();
     expect(routes.length).toBeGreaterThan(20);
     expect(documented).toEqual(routes);
+    // The worker's app (`vod worker` with VOD_OPS_PORT) serves three of the host's own routes.
+    const opsApp = createOpsApp({
+      logger: createLogger("error", new Writable({ write: (_c, _e, done) => done() })),
+      ops: { readiness: [] },
+    });
+    const ops = mounted(
+      (opsApp as unknown as { router: { stack: ReadonlyArray<Layer> } }).router.stack,
+    ).sort();
+    expect(ops).toEqual(["GET /healthz", "GET /metrics", "GET /readyz"]);
+    for (const route of ops) expect(documented).toContain(route);
   });
 });

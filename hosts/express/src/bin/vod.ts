@@ -1,10 +1,13 @@
 #!/usr/bin/env node
+import { createServer, type RequestListener, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { prepareDatabase } from "@vod/adapter-postgres";
 import { Cause, Effect, Exit, Option } from "effect";
 import { composeVod, openDatabase, queueDefinition } from "../compose.js";
 import { ConfigError, type HostConfig, loadConfig } from "../config.js";
 import { tuneHeapForRequests, tuneHeapForStreaming } from "../heap.js";
 import { createLogger, type Logger } from "../logger.js";
+import { createOpsApp } from "../ops.js";
 import { startHost } from "../server.js";
 import { startWorker } from "../worker.js";
 
@@ -12,7 +15,8 @@ const usage = `usage: vod <command>
 
 commands:
   serve     serve the API on PORT (default 8080) until SIGTERM or SIGINT
-  worker    run processing jobs (and nothing else) until SIGTERM; needs VOD_DATABASE_URL
+  worker    run processing jobs (and nothing else) until SIGTERM; needs VOD_DATABASE_URL;
+            with VOD_OPS_PORT, serves /healthz, /readyz and /metrics there
   migrate   apply database migrations and install the job queue (also done by serve and worker
             at start; safe to run concurrently)
   tenant suspend <tenant_id>
@@ -99,15 +103,50 @@ const workerCommand = async () => {
     { runsJobs: true },
   );
   if (!composed.jobQueue) throw new Error("no job queue was composed");
+  let draining = false;
+  const ops =
+    config.opsPort === undefined
+      ? undefined
+      : await listen(
+          createOpsApp({
+            logger,
+            ops: {
+              metrics: composed.metrics,
+              metricsToken: config.metricsToken,
+              // Draining, it takes no new job: not ready, as a host that takes no new request.
+              readiness: [
+                {
+                  name: "working",
+                  check: () => (draining ? Promise.reject(new Error("shutting down")) : Promise.resolve()),
+                },
+                ...composed.readiness,
+              ],
+            },
+          }),
+          config.opsPort,
+          config.host,
+        );
+  if (ops) logger.info({ port: (ops.address() as AddressInfo).port }, "worker ops listening");
+  // Listening first: a port taken fails the start before any job is taken.
   const worker = await startWorker(composed.vod, composed.jobQueue, {
     concurrency: Math.max(1, config.jobs.workerConcurrency),
     logger,
   });
   onStop(logger, async () => {
+    draining = true;
     await worker.stop(config.shutdownGraceSeconds * 1000);
+    // Scraped to the end: the last jobs' metrics are there until the worker has stopped.
+    if (ops) await new Promise((resolve) => ops.close(resolve).closeAllConnections());
     await composed.close();
   });
 };
+
+const listen = (app: RequestListener, port: number, host: string) =>
+  new Promise<Server>((resolve, reject) => {
+    const server = createServer(app);
+    server.once("error", reject);
+    server.listen(port, host, () => resolve(server));
+  });
 
 /**
  * SIGTERM and SIGINT: finish what runs (up to VOD_SHUTDOWN_GRACE_SECONDS), then exit 0.
