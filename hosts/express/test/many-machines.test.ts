@@ -11,6 +11,7 @@ import {
   call,
   deploymentSecrets,
   eventually,
+  exited,
   freePort,
   makeVideo,
   type Spawned,
@@ -99,12 +100,18 @@ describeWith(
         VOD_DATA_DIR: await dataDir(name),
         ...extra,
       });
+      // Each worker's own /healthz, /readyz and /metrics, behind the metrics token; a grace short
+      // enough that a job is still running when a drain ends.
+      const workerOps = (i: number) => ({
+        VOD_OPS_PORT: String(opsPorts[i]),
+        VOD_METRICS_TOKEN: OPS_TOKEN,
+        VOD_SHUTDOWN_GRACE_SECONDS: "2",
+      });
       const envs = {
         a: await env("host-a", { VOD_WORKER_CONCURRENCY: "0" }),
         b: await env("host-b", { VOD_WORKER_CONCURRENCY: "0" }),
-        // Each worker's own /healthz, /readyz and /metrics, behind the metrics token.
-        w1: await env("worker-1", { VOD_OPS_PORT: String(opsPorts[0]), VOD_METRICS_TOKEN: OPS_TOKEN }),
-        w2: await env("worker-2", { VOD_OPS_PORT: String(opsPorts[1]), VOD_METRICS_TOKEN: OPS_TOKEN }),
+        w1: await env("worker-1", workerOps(0)),
+        w2: await env("worker-2", workerOps(1)),
       };
       workers = [scratch.spawn("worker", envs.w1), scratch.spawn("worker", envs.w2)];
       [a, b] = await Promise.all([scratch.serve(envs.a, portA), scratch.serve(envs.b, portB)]);
@@ -382,5 +389,28 @@ describeWith(
       expect(jobs[0]?.retry_count).toBeGreaterThanOrEqual(1);
       await play(b, (await session(b, upload.assetId)).manifest);
     }, 180_000);
+
+    it("a worker told to stop mid-job answers 503 on /readyz while it drains, then releases the job and exits 0", async () => {
+      // The one worker left after the kill above.
+      const index = workers.findIndex((w) => !exited(w));
+      const worker = workers[index] as Spawned;
+      const ops = `http://127.0.0.1:${opsPorts[index]}`;
+      const upload = await sendAcross(a, b, longer, "drained");
+      await assetReads(a.url, auth, upload.assetId, "processing", 60_000);
+      expect((await call(ops, "/readyz")).status).toBe(200);
+      const code = new Promise((resolve) => worker.child.once("exit", resolve));
+      worker.child.kill("SIGTERM");
+      let drained: Awaited<ReturnType<typeof call>> | undefined;
+      await eventually("/readyz refusing while the worker drains", async () => {
+        drained = await call(ops, "/readyz").catch(() => undefined);
+        return drained?.status === 503;
+      });
+      expect(drained?.body).toMatchObject({
+        code: "storage_error",
+        details: { checks: { working: "failed", database: "ok", redis: "ok" } },
+      });
+      expect(await code).toBe(0);
+      expect(logged(worker, "processing released", upload.assetId)).toHaveLength(1);
+    }, 120_000);
   },
 );
