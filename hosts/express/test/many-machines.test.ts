@@ -40,6 +40,7 @@ describeWith(
     let db: ReturnType<typeof connectPostgres>;
     let clip: Uint8Array;
     let longer: Uint8Array;
+    let longest: Uint8Array;
     let a: Host;
     let b: Host;
     let workers: Spawned[];
@@ -62,9 +63,12 @@ describeWith(
         makeVideo(join(root, "clip.mp4"), { width: 160, height: 120, seconds: 1, fps: 10 }),
         // Seconds of work for the ladder (360p, 240p): still running when its worker is killed.
         makeVideo(join(root, "longer.mp4"), { width: 640, height: 360, seconds: 10, fps: 24 }),
+        // Longer still to process (720p and its ladder) than a drain's grace.
+        makeVideo(join(root, "longest.mp4"), { width: 1280, height: 720, seconds: 20, fps: 24 }),
       ]);
       clip = await readFile(join(root, "clip.mp4"));
       longer = await readFile(join(root, "longer.mp4"));
+      longest = await readFile(join(root, "longest.mp4"));
 
       const [portA, portB] = [await freePort(), await freePort()];
       opsPorts = [await freePort(), await freePort()];
@@ -395,7 +399,7 @@ describeWith(
       const index = workers.findIndex((w) => !exited(w));
       const worker = workers[index] as Spawned;
       const ops = `http://127.0.0.1:${opsPorts[index]}`;
-      const upload = await sendAcross(a, b, longer, "drained");
+      const upload = await sendAcross(a, b, longest, "drained");
       await assetReads(a.url, auth, upload.assetId, "processing", 60_000);
       expect((await call(ops, "/readyz")).status).toBe(200);
       const code = new Promise((resolve) => worker.child.once("exit", resolve));
