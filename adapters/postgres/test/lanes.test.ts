@@ -130,15 +130,30 @@ describe.skipIf(databaseUrl === null)(
       );
       await new Promise((resolve) => setTimeout(resolve, 50));
       const admin = connectPostgres({ connectionString: url, poolSize: 1 });
+      let ended: number[] = [];
       try {
-        await admin.query(
-          "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
-          [application],
-        );
+        ended = (
+          await admin.query<{ pid: number }>(
+            "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+            [application],
+          )
+        ).rows.map((r) => r.pid);
+        // The backends exit in their own time, and an idle connection learns of its end only when
+        // its FATAL message arrives: until then a statement sent on it fails with 57P01, as any
+        // client's would. The next statements start once every ended backend is gone.
+        for (let i = 0; i < 100; i++) {
+          const left = await admin.query("SELECT 1 FROM pg_stat_activity WHERE pid = ANY($1::int[])", [
+            ended,
+          ]);
+          if (left.rows.length === 0) break;
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
       } finally {
         await admin.close();
       }
+      expect(ended.length).toBeGreaterThan(0);
       const outcomes = await Promise.all(slow);
+      await new Promise((resolve) => setTimeout(resolve, 100));
       // Each either ran before its connection went, or failed as a lost connection (57P01, or
       // the socket reset or closed), never with another error.
       for (const outcome of outcomes) expect(["answered", "57P01", "ECONNRESET", "lost"]).toContain(outcome);
