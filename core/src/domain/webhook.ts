@@ -23,7 +23,11 @@ export interface Webhook {
   /** Event types, or `["*"]`. */
   readonly events: ReadonlyArray<WebhookSubscription>;
   readonly description: string | null;
-  /** `whsec_` + base64 of 32 random bytes: the key of the signatures, shown once at creation. */
+  /**
+   * The key of the signatures (`whsec_` + base64 of 32 random bytes), shown once at creation, as
+   * stored: sealed under the master key (`sealed:…`, see use-cases/webhooks.ts), or as given by a
+   * version that stored it plainly.
+   */
   readonly secret: string;
   readonly created_at: number;
   /** Deleted webhooks are kept (their deliveries refer to them) but neither listed nor sent to. */

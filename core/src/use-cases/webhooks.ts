@@ -1,3 +1,4 @@
+import { hkdfSync } from "node:crypto";
 import { Effect, Option, Schema } from "effect";
 import type { VodConfig } from "../config.js";
 import type { Asset } from "../domain/asset.js";
@@ -17,6 +18,7 @@ import type { SendResult } from "../ports/webhook-sender.js";
 import { type Requests, Resources as Rs } from "../schema/index.js";
 import type { VodPorts } from "../tokens.js";
 import type { Principal } from "./authenticate.js";
+import { unwrapKey, wrapKey } from "./content-keys.js";
 import { orNotFound } from "./support.js";
 
 type CreateInput = typeof Requests.CreateWebhookBody.Type;
@@ -115,8 +117,31 @@ export type DeliveryOutcome =
       readonly result: SendResult;
     };
 
+/** How a sealed secret is stored: this prefix, then what `wrapKey` made of it. */
+const SEALED = "sealed:";
+
+/**
+ * Webhook secrets are stored sealed: AES-256-GCM under a key derived from the master key that
+ * wraps content keys (HKDF-SHA256, its own label, so neither key can stand for the other). The
+ * sender needs the secret itself to sign, so it cannot be hashed like an API key; sealed, a copy
+ * of the database alone signs nothing. A secret stored plainly by an earlier version is read as
+ * it is.
+ */
+export const webhookSecrets = (masterKey: Uint8Array, randomBytes: (n: number) => Uint8Array) => {
+  const key = new Uint8Array(hkdfSync("sha256", masterKey, new Uint8Array(0), "vod webhook secrets v1", 32));
+  return {
+    seal: (secret: string): string =>
+      `${SEALED}${wrapKey(key, Buffer.from(secret, "utf8"), randomBytes(12))}`,
+    open: (stored: string): string =>
+      stored.startsWith(SEALED)
+        ? Buffer.from(unwrapKey(key, stored.slice(SEALED.length))).toString("utf8")
+        : stored,
+  };
+};
+
 export const makeWebhooks = (ports: VodPorts, config: VodConfig) => {
   const { clock, ids, storage } = ports;
+  const secrets = webhookSecrets(config.drmMasterKey, ids.randomBytes);
 
   const create = (principal: Principal, input: CreateInput) =>
     Effect.gen(function* () {
@@ -142,7 +167,7 @@ export const makeWebhooks = (ports: VodPorts, config: VodConfig) => {
         // One mention of each type, in the order given.
         events: [...new Set(input.events)],
         description: input.description ?? null,
-        secret,
+        secret: secrets.seal(secret),
         created_at: clock.now(),
         deleted_at: null,
       };
@@ -233,7 +258,10 @@ export const makeWebhooks = (ports: VodPorts, config: VodConfig) => {
             url: webhook.value.url,
             id: delivery.event_id,
             body: delivery.payload,
-            secret: webhook.value.secret,
+            secret: yield* Effect.try({
+              try: () => secrets.open(webhook.value.secret),
+              catch: (cause) => jobFailed("a webhook secret does not open with the master key", cause),
+            }),
           });
       const next = Option.isNone(webhook)
         ? { status: "failed" as const, attempts, last_status_code: null, next_attempt_at: null }

@@ -1,6 +1,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { openPglite } from "@vod/adapter-postgres";
 import { HOLD, startWebhookReceiver, type WebhookReceiver } from "@vod/contract-tests";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -83,6 +84,19 @@ describe("webhooks across a host killed mid-delivery (embedded PGlite)", () => {
       expect(log).toMatchObject([{ status: "succeeded", attempts: 1, last_status_code: 200 }]);
     } finally {
       expect(await stop(second)).toBe(0);
+    }
+    // At rest the secret is sealed: the database alone signs nothing. The restarted host opened
+    // it with the master key of the data directory.
+    const db = await openPglite(join(dir, "pglite"));
+    try {
+      const { rows } = await db.query<{ secret: string }>("SELECT secret FROM webhooks WHERE id = $1", [
+        webhook.id,
+      ]);
+      expect(rows).toHaveLength(1);
+      expect(rows[0]?.secret).toMatch(/^sealed:[A-Za-z0-9_-]+$/);
+      expect(rows[0]?.secret).not.toContain(secret.slice("whsec_".length, "whsec_".length + 12));
+    } finally {
+      await db.close();
     }
   }, 120_000);
 });
