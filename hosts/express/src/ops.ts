@@ -24,6 +24,12 @@ export interface ReadinessCheck {
   readonly check: () => Promise<unknown>;
 }
 
+/** A check that fails from the moment the process drains: it takes nothing new from then on. */
+export const notDraining = (name: string, draining: () => boolean): ReadinessCheck => ({
+  name,
+  check: () => (draining() ? Promise.reject(new Error("shutting down")) : Promise.resolve()),
+});
+
 /** A dependency that has not answered by then counts as down: a load balancer's probe must not hang. */
 export const READY_TIMEOUT_MS = 2_000;
 

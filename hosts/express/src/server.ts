@@ -6,6 +6,7 @@ import { type ComposeOverrides, composeVod } from "./compose.js";
 import type { HostConfig } from "./config.js";
 import { answerClientError } from "./http.js";
 import { createLogger, type Logger } from "./logger.js";
+import { notDraining } from "./ops.js";
 import { type RunningWorker, startWorker } from "./worker.js";
 
 export interface RunningHost {
@@ -79,13 +80,7 @@ export const startHost = async (
       metrics: composed.metrics,
       metricsToken: config.metricsToken,
       // Draining, the node asks its load balancer to send it nothing new.
-      readiness: [
-        {
-          name: "serving",
-          check: () => (draining ? Promise.reject(new Error("shutting down")) : Promise.resolve()),
-        },
-        ...composed.readiness,
-      ],
+      readiness: [notDraining("serving", () => draining), ...composed.readiness],
     },
     mediaUrl: effective.mediaUrl,
     drmUrl: effective.drmUrl,

@@ -7,7 +7,7 @@ import { composeVod, openDatabase, queueDefinition } from "../compose.js";
 import { ConfigError, type HostConfig, loadConfig } from "../config.js";
 import { tuneHeapForRequests, tuneHeapForStreaming } from "../heap.js";
 import { createLogger, type Logger } from "../logger.js";
-import { createOpsApp } from "../ops.js";
+import { createOpsApp, notDraining } from "../ops.js";
 import { startHost } from "../server.js";
 import { startWorker } from "../worker.js";
 
@@ -114,13 +114,7 @@ const workerCommand = async () => {
               metrics: composed.metrics,
               metricsToken: config.metricsToken,
               // Draining, it takes no new job: not ready, as a host that takes no new request.
-              readiness: [
-                {
-                  name: "working",
-                  check: () => (draining ? Promise.reject(new Error("shutting down")) : Promise.resolve()),
-                },
-                ...composed.readiness,
-              ],
+              readiness: [notDraining("working", () => draining), ...composed.readiness],
             },
           }),
           config.opsPort,
