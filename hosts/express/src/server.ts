@@ -22,6 +22,25 @@ export interface RunningHost {
   close(graceMs?: number): Promise<void>;
 }
 
+/**
+ * An HTTP server of `listener` on `port`, once it listens: a request node's parser refuses
+ * (malformed, headers too large) is answered with the spec's error too.
+ */
+export const listening = async (
+  listener: RequestListener,
+  port: number,
+  host: string,
+  logger: Logger,
+): Promise<Server> => {
+  const server = createServer(listener);
+  server.on("clientError", answerClientError(logger));
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => resolve());
+  });
+  return server;
+};
+
 /** Composes the platform and serves the API app on one port. */
 export const startHost = async (
   config: HostConfig,
@@ -37,20 +56,20 @@ export const startHost = async (
   // The responses not yet sent in full: at close, each ends its connection once sent.
   const answering = new Set<ServerResponse>();
   let draining = false;
-  const server = createServer((req, res) => {
-    if (draining) res.shouldKeepAlive = false;
-    answering.add(res);
-    res.once("close", () => answering.delete(res));
-    handle(req, res);
-  });
-  server.on("clientError", answerClientError(logger));
+  const server = await listening(
+    (req, res) => {
+      if (draining) res.shouldKeepAlive = false;
+      answering.add(res);
+      res.once("close", () => answering.delete(res));
+      handle(req, res);
+    },
+    config.port,
+    config.host,
+    logger,
+  );
   // Behind a load balancer, idle keep-alive sockets must outlive the balancer's own timeout.
   server.keepAliveTimeout = 65_000;
   server.headersTimeout = 66_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(config.port, config.host, () => resolve());
-  });
   const { port } = server.address() as AddressInfo;
   const local = `http://localhost:${port}`;
   const effective: HostConfig = {

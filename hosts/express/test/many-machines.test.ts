@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { mkdir, readFile } from "node:fs/promises";
+import { connect } from "node:net";
 import { join } from "node:path";
 import { connectPostgres } from "@vod/adapter-postgres";
 import { redisBackdoor } from "@vod/adapter-redis/testing";
@@ -279,6 +280,22 @@ describeWith(
         const refused = await call(url, "/metrics");
         expect(refused.status).toBe(401);
         expect(refused.body).toMatchObject({ error: "unauthorized", code: "unauthorized" });
+        // What node's parser refuses gets the spec's error too, as on the API's port.
+        const garbled = await new Promise<string>((resolve, reject) => {
+          const socket = connect(Number(new URL(url).port), "127.0.0.1", () =>
+            socket.end("NOT HTTP\r\n\r\n"),
+          );
+          let text = "";
+          socket.on("data", (d) => {
+            text += d;
+          });
+          socket.on("end", () => resolve(text));
+          socket.on("error", reject);
+        });
+        expect(garbled).toMatch(/^HTTP\/1\.1 400 /);
+        expect(JSON.parse(garbled.slice(garbled.indexOf("\r\n\r\n") + 4))).toMatchObject({
+          code: "invalid_request",
+        });
         const missing = await call(url, "/v1/assets");
         expect(missing.status).toBe(404);
         expect(missing.body).toMatchObject({ error: "not_found", code: "not_found" });

@@ -1,5 +1,4 @@
 #!/usr/bin/env node
-import { createServer, type RequestListener, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { prepareDatabase } from "@vod/adapter-postgres";
 import { Cause, Effect, Exit, Option } from "effect";
@@ -8,7 +7,7 @@ import { ConfigError, type HostConfig, loadConfig } from "../config.js";
 import { tuneHeapForRequests, tuneHeapForStreaming } from "../heap.js";
 import { createLogger, type Logger } from "../logger.js";
 import { createOpsApp, notDraining } from "../ops.js";
-import { startHost } from "../server.js";
+import { listening, startHost } from "../server.js";
 import { startWorker } from "../worker.js";
 
 const usage = `usage: vod <command>
@@ -107,7 +106,7 @@ const workerCommand = async () => {
   const ops =
     config.opsPort === undefined
       ? undefined
-      : await listen(
+      : await listening(
           createOpsApp({
             logger,
             ops: {
@@ -119,6 +118,7 @@ const workerCommand = async () => {
           }),
           config.opsPort,
           config.host,
+          logger,
         );
   if (ops) logger.info({ port: (ops.address() as AddressInfo).port }, "worker ops listening");
   // Listening first: a port taken fails the start before any job is taken.
@@ -134,13 +134,6 @@ const workerCommand = async () => {
     await composed.close();
   });
 };
-
-const listen = (app: RequestListener, port: number, host: string) =>
-  new Promise<Server>((resolve, reject) => {
-    const server = createServer(app);
-    server.once("error", reject);
-    server.listen(port, host, () => resolve(server));
-  });
 
 /**
  * SIGTERM and SIGINT: finish what runs (up to VOD_SHUTDOWN_GRACE_SECONDS), then exit 0.
