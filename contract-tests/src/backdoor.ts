@@ -10,6 +10,7 @@ import type {
   TenantStatus,
   UploadSession,
   UserRecord,
+  Webhook,
 } from "@vod/core";
 
 /**
@@ -29,6 +30,8 @@ export interface StorageBackdoor {
   playbackSession(id: string): Promise<PlaybackSession | undefined>;
   /** The asset's content key as stored (wrapped). */
   contentKey(assetId: string): Promise<ContentKey | undefined>;
+  /** The webhook as stored, a deleted one too (deleted_at set). */
+  webhook(id: string): Promise<Webhook | undefined>;
   /** Every job the queue holds, in any state. */
   jobs(): Promise<ReadonlyArray<{ name: string; data: unknown; state: string }>>;
   /** Fixture writes the API has no operation for. */

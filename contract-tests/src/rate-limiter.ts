@@ -11,6 +11,9 @@ export interface RateLimiterSubject {
 const hit = (limiter: RateLimiter, key: string, limit: number, now: number, windowMs = 60_000) =>
   Effect.runPromise(limiter.hit(key, { limit, windowMs }, now));
 
+const peek = (limiter: RateLimiter, key: string, limit: number, now: number, windowMs = 60_000) =>
+  Effect.runPromise(limiter.peek(key, { limit, windowMs }, now));
+
 export const describeRateLimiter = (name: string, makeSubject: () => Promise<RateLimiterSubject>) =>
   describe(`RateLimiter [${name}]`, () => {
     let subject: RateLimiterSubject;
@@ -50,5 +53,23 @@ export const describeRateLimiter = (name: string, makeSubject: () => Promise<Rat
         Array.from({ length: 20 }, () => hit(subject.limiter, key, 5, start)),
       );
       expect(results.filter((r) => r.allowed)).toHaveLength(5);
+    });
+
+    it("peeks at what one more hit would get, without counting one", async () => {
+      const key = uid("k");
+      expect(await peek(subject.limiter, key, 2, start)).toEqual({ allowed: true, remaining: 1 });
+      expect(await peek(subject.limiter, key, 2, start)).toEqual({ allowed: true, remaining: 1 });
+      expect(await hit(subject.limiter, key, 2, start)).toEqual({ allowed: true, remaining: 1 });
+      expect(await peek(subject.limiter, key, 2, start + 1)).toEqual({ allowed: true, remaining: 0 });
+      expect(await hit(subject.limiter, key, 2, start + 1)).toEqual({ allowed: true, remaining: 0 });
+      expect(await peek(subject.limiter, key, 2, start + 15_000)).toEqual({
+        allowed: false,
+        retryAfterMs: 45_000,
+      });
+      // The hit answers as the peek said.
+      expect((await hit(subject.limiter, key, 2, start + 15_000)).allowed).toBe(false);
+      expect(await peek(subject.limiter, key, 2, start + 60_000)).toEqual({ allowed: true, remaining: 1 });
+      expect(await peek(subject.limiter, uid("other"), 1, start)).toEqual({ allowed: true, remaining: 0 });
+      expect((await peek(subject.limiter, key, 1, start, 900_000)).allowed).toBe(true);
     });
   });

@@ -87,6 +87,9 @@ export const describeStorage = (name: string, makeSubject: () => Promise<Storage
           password_hash: "$argon2id$new",
           email_verified: true,
         });
+        // A claimed account loses its password.
+        await run(storage.users.setPasswordHash(tenant.id, user.id, null));
+        expect((await db.user(user.id))?.password_hash).toBeNull();
       });
 
       it("links an identity once", async () => {
@@ -141,6 +144,19 @@ export const describeStorage = (name: string, makeSubject: () => Promise<Storage
           revoked_reason: "password_changed",
         });
         expect(await db.refreshSession(b.id)).toMatchObject({ revoked_at: 5 });
+        expect((await db.refreshSession(theirs.id))?.revoked_at).toBeNull();
+        // Without an exception (a claimed account), the rest go too.
+        await run(
+          storage.refreshSessions.revokeUserSessions(user.tenant_id, user.id, null, 6, "account_claimed"),
+        );
+        expect(await db.refreshSession(keep.id)).toMatchObject({
+          revoked_at: 6,
+          revoked_reason: "account_claimed",
+        });
+        expect(await db.refreshSession(a.id)).toMatchObject({
+          revoked_at: 5,
+          revoked_reason: "password_changed",
+        });
         expect((await db.refreshSession(theirs.id))?.revoked_at).toBeNull();
       });
 
@@ -203,6 +219,20 @@ export const describeStorage = (name: string, makeSubject: () => Promise<Storage
         await run(storage.apiKeys.revoke(tenant.id, key.id, 9));
         await run(storage.apiKeys.touch(tenant.id, key.id, 6));
         expect(await db.apiKey(key.id)).toMatchObject({ revoked_at: 5, last_used_at: 6 });
+      });
+
+      it("revokes every live key of a tenant at once, keeping earlier revocations and other tenants' keys", async () => {
+        const { tenant } = await tenantWithUser();
+        const { tenant: other } = await tenantWithUser();
+        const revokedBefore = anApiKey(tenant, { revoked_at: 3 });
+        const live = [anApiKey(tenant, { created_at: 1 }), anApiKey(tenant, { created_at: 2 })];
+        const others = anApiKey(other);
+        for (const k of [revokedBefore, ...live, others]) await run(storage.apiKeys.insert(k));
+        expect(await run(storage.apiKeys.revokeAll(tenant.id, 7))).toBe(2);
+        for (const k of live) expect((await db.apiKey(k.id))?.revoked_at).toBe(7);
+        expect((await db.apiKey(revokedBefore.id))?.revoked_at).toBe(3);
+        expect((await db.apiKey(others.id))?.revoked_at).toBeNull();
+        expect(await run(storage.apiKeys.revokeAll(tenant.id, 8))).toBe(0);
       });
     });
 
@@ -474,6 +504,21 @@ export const describeStorage = (name: string, makeSubject: () => Promise<Storage
         expect(await run(storage.webhooks.remove(tenant.id, old.id, 31))).toBe(false);
         expect(Option.isNone(await run(storage.webhooks.get(tenant.id, old.id)))).toBe(true);
         expect(await run(storage.webhooks.list(tenant.id, 10))).toEqual([recent]);
+      });
+
+      it("deletes every live webhook of a tenant at once, keeping earlier deletions and other tenants' webhooks", async () => {
+        const { tenant } = await tenantWithUser();
+        const { tenant: other } = await tenantWithUser();
+        const deletedBefore = aWebhook(tenant, { deleted_at: 4 });
+        const live = [aWebhook(tenant, { created_at: 1 }), aWebhook(tenant, { created_at: 2 })];
+        const others = aWebhook(other);
+        for (const w of [deletedBefore, ...live, others]) await run(storage.webhooks.insert(w));
+        expect(await run(storage.webhooks.removeAll(tenant.id, 9))).toBe(2);
+        expect(await run(storage.webhooks.list(tenant.id, 10))).toEqual([]);
+        for (const w of live) expect(await db.webhook(w.id)).toEqual({ ...w, deleted_at: 9 });
+        expect((await db.webhook(deletedBefore.id))?.deleted_at).toBe(4);
+        expect(await run(storage.webhooks.list(other.id, 10))).toEqual([others]);
+        expect(await run(storage.webhooks.removeAll(tenant.id, 10))).toBe(0);
       });
 
       it("lists the live webhooks subscribed to a type, or to every type", async () => {

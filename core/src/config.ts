@@ -46,7 +46,10 @@ export interface VodConfig {
   readonly rateLimits: {
     /** One bucket per client IP shared by signup, login, google and refresh. */
     readonly authPerIpPerMinute: number;
-    readonly loginPerEmailPer15Minutes: number;
+    /** Failed logins of one email from one client IP per 15 minutes. */
+    readonly loginFailuresPerEmailAndIpPer15Minutes: number;
+    /** Failed logins of one email from all IPs per 15 minutes. */
+    readonly loginFailuresPerEmailPer15Minutes: number;
     readonly apiPerCredentialPerMinute: number;
     /** Telemetry batches per playback session per minute. */
     readonly telemetryPerSessionPerMinute: number;
@@ -55,7 +58,8 @@ export interface VodConfig {
 
 export const defaultRateLimits: VodConfig["rateLimits"] = {
   authPerIpPerMinute: 20,
-  loginPerEmailPer15Minutes: 10,
+  loginFailuresPerEmailAndIpPer15Minutes: 10,
+  loginFailuresPerEmailPer15Minutes: 100,
   apiPerCredentialPerMinute: 1200,
   telemetryPerSessionPerMinute: 120,
 };

@@ -18,6 +18,7 @@ export const memoryBackdoor = (storage: MemoryStorage) => {
     upload: async (id: string) => s.uploads.get(id),
     playbackSession: async (id: string) => s.playbackSessions.get(id),
     contentKey: async (assetId: string) => [...s.contentKeys.values()].find((k) => k.asset_id === assetId),
+    webhook: async (id: string) => s.webhooks.get(id),
     jobs: async () => [...s.jobs.values()].map(({ name, data, state }) => ({ name, data, state })),
     insertUser: async (user: Parameters<MemoryState["users"]["set"]>[1]) => {
       s.users.set(user.id, user);

@@ -1,10 +1,14 @@
-import type { RateLimiter } from "@vod/core";
+import type { RateDecision, RateLimiter, RateRule } from "@vod/core";
 import { Effect } from "effect";
 
 /** Fixed-window counters in process memory: right for one process, or tests. */
 export const memoryRateLimiter = (): RateLimiter => {
   const windows = new Map<string, { start: number; count: number }>();
   let lastSweep = 0;
+  const decision = (count: number, start: number, rule: RateRule, now: number): RateDecision =>
+    count <= rule.limit
+      ? { allowed: true, remaining: rule.limit - count }
+      : { allowed: false, retryAfterMs: start + rule.windowMs - now };
   return {
     hit: (key, rule, now) =>
       Effect.sync(() => {
@@ -19,9 +23,14 @@ export const memoryRateLimiter = (): RateLimiter => {
         const window = current && current.start === start ? current : { start, count: 0 };
         window.count += 1;
         windows.set(id, window);
-        return window.count <= rule.limit
-          ? { allowed: true as const, remaining: rule.limit - window.count }
-          : { allowed: false as const, retryAfterMs: start + rule.windowMs - now };
+        return decision(window.count, start, rule, now);
+      }),
+    peek: (key, rule, now) =>
+      Effect.sync(() => {
+        const start = Math.floor(now / rule.windowMs) * rule.windowMs;
+        const current = windows.get(`${rule.windowMs}:${key}`);
+        const count = current && current.start === start ? current.count : 0;
+        return decision(count + 1, start, rule, now);
       }),
   };
 };

@@ -130,6 +130,16 @@ const repositoriesOver = (s: MemoryState): Repositories => ({
         if (key?.tenant_id === tenantId && key.revoked_at === null)
           s.apiKeys.set(id, { ...key, revoked_at: at });
       }),
+    revokeAll: (tenantId, at) =>
+      Effect.sync(() => {
+        let revoked = 0;
+        for (const key of s.apiKeys.values())
+          if (key.tenant_id === tenantId && key.revoked_at === null) {
+            s.apiKeys.set(key.id, { ...key, revoked_at: at });
+            revoked += 1;
+          }
+        return revoked;
+      }),
     touch: (tenantId, id, at) =>
       Effect.sync(() => {
         const key = s.apiKeys.get(id);
@@ -303,6 +313,16 @@ const repositoriesOver = (s: MemoryState): Repositories => ({
         if (webhook?.tenant_id !== tenantId || webhook.deleted_at !== null) return false;
         s.webhooks.set(id, { ...webhook, deleted_at: at });
         return true;
+      }),
+    removeAll: (tenantId, at) =>
+      Effect.sync(() => {
+        let removed = 0;
+        for (const webhook of s.webhooks.values())
+          if (webhook.tenant_id === tenantId && webhook.deleted_at === null) {
+            s.webhooks.set(webhook.id, { ...webhook, deleted_at: at });
+            removed += 1;
+          }
+        return removed;
       }),
   },
   webhookDeliveries: {

@@ -37,6 +37,7 @@ export const postgresBackdoor = (sql: Queryable & { readonly schema?: string | u
       first<Core.PlaybackSession>("SELECT * FROM playback_sessions WHERE id = $1", [id]),
     contentKey: (assetId: string) =>
       first<Core.ContentKey>("SELECT * FROM content_keys WHERE asset_id = $1", [assetId]),
+    webhook: (id: string) => first<Core.Webhook>("SELECT * FROM webhooks WHERE id = $1", [id]),
     // pg-boss keeps its jobs in a schema of its own, named after ours (see jobs.ts).
     jobs: async () =>
       (

@@ -231,6 +231,15 @@ CREATE INDEX webhook_deliveries_webhook_idx
 ${tenantOwnedTablesSql(["webhooks", "webhook_deliveries"])}
 `,
   },
+  {
+    version: 12,
+    name: "sessions ended by an account claim",
+    sql: `
+ALTER TABLE refresh_sessions DROP CONSTRAINT refresh_sessions_revoked_reason_check;
+ALTER TABLE refresh_sessions ADD CONSTRAINT refresh_sessions_revoked_reason_check
+  CHECK (revoked_reason IN ('logout', 'reuse_detected', 'password_changed', 'account_claimed'));
+`,
+  },
 ];
 
 /**

@@ -251,6 +251,15 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
           (r) => r.rows,
         ),
       revoke: setById("api_keys", "revoked_at", " AND revoked_at IS NULL"),
+      revokeAll: (tenantId, at) =>
+        Effect.map(
+          run(
+            tenantScope(tenantId),
+            "UPDATE api_keys SET revoked_at = $2 WHERE tenant_id = $1 AND revoked_at IS NULL",
+            [tenantId, at],
+          ),
+          (r) => r.rowCount,
+        ),
       touch: setById("api_keys", "last_used_at"),
     },
     assets: {
@@ -439,7 +448,7 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
                SELECT ctid FROM idempotency_keys WHERE expires_at <= $1 LIMIT $2)`,
             [now, limit],
           ),
-          (r) => r.rowCount ?? 0,
+          (r) => r.rowCount,
         ),
     },
     contentKeys: {
@@ -510,6 +519,15 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
             [tenantId, id, at],
           ),
           (r) => r.rowCount === 1,
+        ),
+      removeAll: (tenantId, at) =>
+        Effect.map(
+          run(
+            tenantScope(tenantId),
+            "UPDATE webhooks SET deleted_at = $2 WHERE tenant_id = $1 AND deleted_at IS NULL",
+            [tenantId, at],
+          ),
+          (r) => r.rowCount,
         ),
     },
     webhookDeliveries: {

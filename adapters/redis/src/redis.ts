@@ -1,4 +1,4 @@
-import type { RateLimiter, Revocation, RevocationFeed } from "@vod/core";
+import type { RateDecision, RateLimiter, RateRule, Revocation, RevocationFeed } from "@vod/core";
 import { StorageError } from "@vod/core";
 import { Effect } from "effect";
 import { Redis } from "ioredis";
@@ -139,20 +139,34 @@ export const redisAdapters = (config: RedisConfig): RedisAdapters => {
   const scripts = client as unknown as { vodHit(key: string, ttlMs: number): Promise<number> };
   const usable = () => state === "up" && client.status === "ready";
 
-  const sharedHit: RateLimiter["hit"] = (key, rule, now) => {
+  const windowOf = (key: string, rule: RateRule, now: number) => {
     const start = Math.floor(now / rule.windowMs) * rule.windowMs;
-    const end = start + rule.windowMs;
+    return { id: `${prefix}rate:${rule.windowMs}:${start}:${key}`, end: start + rule.windowMs };
+  };
+  const decision = (count: number, rule: RateRule, end: number, now: number): RateDecision =>
+    count <= rule.limit
+      ? { allowed: true, remaining: rule.limit - count }
+      : { allowed: false, retryAfterMs: end - now };
+  const sharedHit: RateLimiter["hit"] = (key, rule, now) => {
+    const { id, end } = windowOf(key, rule, now);
     // The window's key outlives the window by one more window, whatever the clocks say.
     const ttlMs = end - now + rule.windowMs;
     return Effect.map(
       Effect.tryPromise({
-        try: () => scripts.vodHit(`${prefix}rate:${rule.windowMs}:${start}:${key}`, ttlMs),
+        try: () => scripts.vodHit(id, ttlMs),
         catch: (cause) => new StorageError({ message: "redis: counting a hit failed", cause }),
       }),
-      (count) =>
-        count <= rule.limit
-          ? { allowed: true as const, remaining: rule.limit - count }
-          : { allowed: false as const, retryAfterMs: end - now },
+      (count) => decision(count, rule, end, now),
+    );
+  };
+  const sharedPeek: RateLimiter["peek"] = (key, rule, now) => {
+    const { id, end } = windowOf(key, rule, now);
+    return Effect.map(
+      Effect.tryPromise({
+        try: () => client.get(id),
+        catch: (cause) => new StorageError({ message: "redis: reading a count failed", cause }),
+      }),
+      (count) => decision(Number(count ?? 0) + 1, rule, end, now),
     );
   };
   const fallback = config.fallbackRateLimiter;
@@ -162,23 +176,28 @@ export const redisAdapters = (config: RedisConfig): RedisAdapters => {
   const connected = Effect.suspend(() =>
     state === "connecting" ? Effect.promise(() => ready(commandTimeoutMs)) : Effect.void,
   );
-  const rateLimiter: RateLimiter = {
-    hit: (key, rule, now) =>
+  /** Redis's answer while it has one, else the node's own (a read is not counted as a fallback hit). */
+  const orFallback =
+    (shared: RateLimiter["hit"], local: (fallback: RateLimiter) => RateLimiter["hit"]): RateLimiter["hit"] =>
+    (key, rule, now) =>
       Effect.zipRight(
         connected,
         Effect.suspend(() => {
-          if (!fallback) return sharedHit(key, rule, now);
-          const alone = Effect.suspend(() => {
-            fallbackHits += 1;
-            return fallback.hit(key, rule, now);
-          });
+          if (!fallback) return shared(key, rule, now);
+          const alone = Effect.suspend(() => local(fallback)(key, rule, now));
           if (!usable()) return alone;
-          return Effect.catchAll(sharedHit(key, rule, now), (error) => {
+          return Effect.catchAll(shared(key, rule, now), (error) => {
             down(error.cause);
             return alone;
           });
         }),
-      ),
+      );
+  const rateLimiter: RateLimiter = {
+    hit: orFallback(sharedHit, (node) => (key, rule, now) => {
+      fallbackHits += 1;
+      return node.hit(key, rule, now);
+    }),
+    peek: orFallback(sharedPeek, (node) => node.peek),
   };
 
   const listeners = new Set<(revocation: Revocation) => void>();

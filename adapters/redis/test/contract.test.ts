@@ -60,6 +60,11 @@ describe.skipIf(redisUrl === null)(
           await Effect.runPromise(rateLimiter.hit(key, { limit: 5, windowMs: 60_000 }, now));
         const stored = `rate:60000:${start}:${key}`;
         expect(await backdoor.entries(stored)).toEqual({ [stored]: "3" });
+        // A peek reads the counter and writes nothing.
+        await Effect.runPromise(rateLimiter.peek(key, { limit: 5, windowMs: 60_000 }, now));
+        expect(await backdoor.entries(stored)).toEqual({ [stored]: "3" });
+        await Effect.runPromise(rateLimiter.peek(uid("k"), { limit: 5, windowMs: 60_000 }, now));
+        expect(await backdoor.entries(`rate:60000:${start}:*`)).toEqual({ [stored]: "3" });
         const ttl = await backdoor.ttlMs(stored);
         expect(ttl).toBeGreaterThan(60_000);
         expect(ttl).toBeLessThanOrEqual(120_000);
@@ -110,6 +115,12 @@ describe.skipIf(redisUrl === null)(
         for (let i = 0; i < 3; i++)
           allowed.push((await Effect.runPromise(unreachable.rateLimiter.hit(key, rule, now))).allowed);
         expect(allowed).toEqual([true, true, false]);
+        // A peek reads the node's own count too, and is not a hit.
+        expect((await Effect.runPromise(unreachable.rateLimiter.peek(key, rule, now))).allowed).toBe(false);
+        expect(await Effect.runPromise(unreachable.rateLimiter.peek(uid("k"), rule, now))).toEqual({
+          allowed: true,
+          remaining: 1,
+        });
         // A revocation's message is dropped, not an error: the database has the revocation.
         await Effect.runPromise(unreachable.revocationFeed.publish({ kind: "api_key", id: uid("key") }));
         expect(unreachable.health()).toEqual({ connected: false, outages: 1, fallbackHits: 3 });

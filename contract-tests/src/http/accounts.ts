@@ -572,6 +572,21 @@ export const describeAccounts = (makeSubject: MakeHttpSubject): void => {
         await logIn(api, account.email, account.password);
       });
 
+      it("refuses a change without current_password (400 naming it) when the account has a password", async () => {
+        const { api } = subject();
+        const account = await signUp(api);
+        const other = await logIn(api, account.email, account.password);
+        expectInvalidFields(
+          await api.post("/v1/auth/password", {
+            bearer: account.access_token,
+            json: { new_password: "a much better passphrase" },
+          }),
+          [["current_password"]],
+        );
+        await logIn(api, account.email, account.password);
+        expectStatus(await api.get("/v1/auth/me", { bearer: other.access_token }), 200);
+      });
+
       it("refuses an API key with 403", async () => {
         const { api } = subject();
         const account = await signUp(api);

@@ -2,7 +2,9 @@ import { describe, expect, it } from "vitest";
 import {
   createApiKey,
   expectError,
+  expectNoContent,
   expectStatus,
+  expectUnauthorized,
   type HttpClient,
   type MakeHttpSubject,
   MINUTE,
@@ -65,19 +67,71 @@ export const describeRateLimits = (makeSubject: MakeHttpSubject): void => {
       );
     });
 
-    it("limits login attempts per email, across addresses", async () => {
-      await withSubject(makeSubject, { VOD_RATE_LIMIT_LOGIN_PER_EMAIL: "2" }, async ({ api }) => {
+    it("counts failed logins per email and client IP: ten lock that address out, not the owner elsewhere", async () => {
+      // The documented defaults: 10 failures per (email, IP), 100 per email, each per 15 minutes.
+      await withSubject(makeSubject, {}, async ({ api, clock }) => {
         const account = await signUp(api);
-        const other = await signUp(api);
+        const guesser = randomIp();
+        for (let i = 0; i < 10; i++)
+          expectError(await login(api, account.email, `wrong guess ${i}`, guesser), 401, "unauthorized");
+        // The owner, elsewhere, signs in.
         expectStatus(await login(api, account.email, account.password, randomIp()), 200);
-        expectError(await login(api, account.email, "a wrong password", randomIp()), 401, "unauthorized");
-        expectRateLimited(await login(api, account.email, account.password, randomIp()), 15 * 60);
-        // Case does not make it another email.
-        expectRateLimited(
-          await login(api, account.email.toUpperCase(), account.password, randomIp()),
-          15 * 60,
-        );
-        expectStatus(await login(api, other.email, other.password, randomIp()), 200);
+        // The guesser's address is refused before the password is looked at, even a right one.
+        expectRateLimited(await login(api, account.email, account.password, guesser), 15 * 60);
+        expectRateLimited(await login(api, account.email.toUpperCase(), "wrong guess", guesser), 15 * 60);
+        // That address may still sign in to another account.
+        const other = await signUp(api);
+        expectStatus(await login(api, other.email, other.password, guesser), 200);
+        clock.advance(15 * MINUTE);
+        expectStatus(await login(api, account.email, account.password, guesser), 200);
+      });
+    });
+
+    it("counts failed logins per email from all addresses, and only failures", async () => {
+      await withSubject(
+        makeSubject,
+        { VOD_RATE_LIMIT_LOGIN_PER_EMAIL: "4", VOD_RATE_LIMIT_LOGIN_PER_EMAIL_AND_IP: "3" },
+        async ({ api, clock }) => {
+          const account = await signUp(api);
+          const other = await signUp(api);
+          for (let i = 0; i < 3; i++)
+            expectError(await login(api, account.email, "a wrong password", randomIp()), 401, "unauthorized");
+          // Right passwords are not counted: the limit is of failures.
+          for (let i = 0; i < 5; i++)
+            expectStatus(await login(api, account.email, account.password, randomIp()), 200);
+          expectError(await login(api, account.email, "a wrong password", randomIp()), 401, "unauthorized");
+          // Four failures, each from another address: the email is refused from every address.
+          expectRateLimited(await login(api, account.email, account.password, randomIp()), 15 * 60);
+          expectStatus(await login(api, other.email, other.password, randomIp()), 200);
+          clock.advance(15 * MINUTE);
+          expectStatus(await login(api, account.email, account.password, randomIp()), 200);
+        },
+      );
+    });
+
+    it("counts a wrong current password as a failed login of the email, and refuses a change over the limit", async () => {
+      await withSubject(makeSubject, { VOD_RATE_LIMIT_LOGIN_PER_EMAIL_AND_IP: "3" }, async ({ api }) => {
+        const account = await signUp(api);
+        const change = (current: string, ip: string) =>
+          api.post("/v1/auth/password", {
+            bearer: account.access_token,
+            json: { current_password: current, new_password: "a much better passphrase" },
+            ip,
+          });
+        const guesser = randomIp();
+        for (let i = 0; i < 3; i++) expectUnauthorized(await change(`wrong guess ${i}`, guesser));
+        // Over the limit, the right current password is not even checked; nor does the login take it.
+        expectRateLimited(await change(account.password, guesser), 15 * 60);
+        expectRateLimited(await login(api, account.email, account.password, guesser), 15 * 60);
+        // The password is unchanged.
+        expectStatus(await login(api, account.email, account.password, randomIp()), 200);
+
+        // Failed logins count against the change the same way.
+        const elsewhere = randomIp();
+        for (let i = 0; i < 3; i++)
+          expectError(await login(api, account.email, `wrong guess ${i}`, elsewhere), 401, "unauthorized");
+        expectRateLimited(await change(account.password, elsewhere), 15 * 60);
+        expectNoContent(await change(account.password, randomIp()));
       });
     });
 

@@ -47,7 +47,7 @@ const routes = {
   changePassword: at(
     "POST /v1/auth/password",
     204,
-    "Change the current user's password; every other session of the user ends.",
+    "Change (or, without current_password, set a first) password of the current user; every other session of the user ends.",
   ),
   me: at("GET /v1/auth/me", 200, "The identity behind the credential."),
   listApiKeys: at("GET /v1/api-keys", 200, "API keys of the tenant, newest first, at most 500."),
@@ -252,7 +252,7 @@ export const changePassword = authedOperation({
   auth: readAsUser,
   input: body(Rq.PasswordChangeBody),
   output: null,
-  run: (vod, { body }, call) => vod.accounts.changePassword(asUser(call).principal, body),
+  run: (vod, { body }, call) => vod.accounts.changePassword(asUser(call).principal, body, call.clientIp),
 });
 
 export const me = authedOperation({

@@ -13,7 +13,8 @@ export interface RefreshSession {
   readonly revoked_reason: RevokedReason | null;
 }
 
-export type RevokedReason = "logout" | "reuse_detected" | "password_changed";
+/** account_claimed: a Google identity with the verified email took over an unverified signup. */
+export type RevokedReason = "logout" | "reuse_detected" | "password_changed" | "account_claimed";
 
 export interface RefreshToken extends Expiring {
   /** SHA-256 (hex) of the opaque token; the token itself is never stored. */

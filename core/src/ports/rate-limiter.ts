@@ -17,4 +17,9 @@ export type RateDecision =
 export interface RateLimiter {
   /** Records one hit on `key` and says whether it is within `rule`. Atomic per key. */
   hit(key: string, rule: RateRule, now: number): Effect.Effect<RateDecision, StorageError>;
+  /**
+   * Says whether one more hit on `key` would be within `rule`, without counting one: for limits
+   * that count only some outcomes (failed logins), checked before the work whose outcome is counted.
+   */
+  peek(key: string, rule: RateRule, now: number): Effect.Effect<RateDecision, StorageError>;
 }

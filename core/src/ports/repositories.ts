@@ -29,7 +29,8 @@ export interface UserRepository {
   get(tenantId: string, id: string): Op<Option.Option<UserRecord>>;
   /** Looks across tenants, without regard to case. */
   findByEmail(email: string): Op<Option.Option<UserRecord>>;
-  setPasswordHash(tenantId: string, id: string, passwordHash: string): Op<void>;
+  /** null: the user has no password any more (signs in through its linked identity). */
+  setPasswordHash(tenantId: string, id: string, passwordHash: string | null): Op<void>;
   setEmailVerified(tenantId: string, id: string, verified: boolean): Op<void>;
 }
 
@@ -70,6 +71,8 @@ export interface ApiKeyRepository {
   list(tenantId: string, limit: number): Op<ReadonlyArray<ApiKey>>;
   /** Sets revoked_at if it is not set yet. */
   revoke(tenantId: string, id: string, at: number): Op<void>;
+  /** Sets revoked_at on every key of the tenant that has none; answers how many. */
+  revokeAll(tenantId: string, at: number): Op<number>;
   touch(tenantId: string, id: string, at: number): Op<void>;
 }
 
@@ -206,6 +209,8 @@ export interface WebhookRepository {
   listSubscribed(tenantId: string, type: WebhookEventType): Op<ReadonlyArray<Webhook>>;
   /** Sets deleted_at if it is not set yet; false when there was no such live webhook. */
   remove(tenantId: string, id: string, at: number): Op<boolean>;
+  /** Sets deleted_at on every live webhook of the tenant; answers how many. */
+  removeAll(tenantId: string, at: number): Op<number>;
 }
 
 export interface WebhookDeliveryRepository {

@@ -58,8 +58,9 @@ export const RefreshBody = Schema.Struct({ refresh_token: NonEmpty });
 
 export const LogoutBody = Schema.Struct({ refresh_token: Schema.optional(NonEmpty) });
 
+/** current_password is left out only by a user who has no password yet (accounts.ts says so otherwise). */
 export const PasswordChangeBody = Schema.Struct({
-  current_password: PresentedPassword,
+  current_password: Schema.optional(PresentedPassword),
   new_password: NewPassword,
 });
 

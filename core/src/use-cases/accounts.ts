@@ -2,13 +2,22 @@ import { Effect, Option } from "effect";
 import type { VodConfig } from "../config.js";
 import { type RevokedReason, refreshTokenState } from "../domain/refresh-session.js";
 import { defaultTenantName, slugify, type Tenant } from "../domain/tenant.js";
-import { normalizeEmail, publicUser, type User, type UserRecord } from "../domain/user.js";
-import { Conflict, Forbidden, type InternalError, type StorageError, Unauthorized } from "../errors.js";
+import { publicUser, type User, type UserRecord } from "../domain/user.js";
+import {
+  Conflict,
+  Forbidden,
+  type InternalError,
+  InvalidRequest,
+  type RateLimited,
+  type StorageError,
+  Unauthorized,
+} from "../errors.js";
 import type { VerifiedIdentity } from "../ports/identity-verifier.js";
 import type { Repositories } from "../ports/repositories.js";
 import type { Requests, Resources } from "../schema/index.js";
 import type { VodPorts } from "../tokens.js";
 import type { AccessClaims, Forget, Principal } from "./authenticate.js";
+import { makeFailedLogins } from "./failed-logins.js";
 import { enforceRate, randomBase36, randomBase62, sha256Hex } from "./support.js";
 
 type SignupInput = typeof Requests.SignupBody.Type;
@@ -19,10 +28,9 @@ export interface SignedIn extends Resources.Tokens {
   readonly user: User;
 }
 
-const FIFTEEN_MINUTES = 15 * 60 * 1000;
-
 export const makeAccounts = (ports: VodPorts, config: VodConfig, forget: Forget) => {
   const { clock, ids, storage, passwordHasher, tokenSigner, identityVerifier, rateLimiter } = ports;
+  const failedLogins = makeFailedLogins(ports, config);
 
   // Login answers "no such user" after as much hashing work as "wrong password" would cost.
   const dummyHash = Effect.runSync(Effect.cached(passwordHasher.hash("not-a-real-password-0000")));
@@ -174,18 +182,15 @@ export const makeAccounts = (ports: VodPorts, config: VodConfig, forget: Forget)
   const login = (input: LoginInput, clientIp: string) =>
     Effect.gen(function* () {
       yield* limitAuthByIp(clientIp);
-      yield* enforceRate(
-        rateLimiter,
-        `login:email:${normalizeEmail(input.email)}`,
-        { limit: config.rateLimits.loginPerEmailPer15Minutes, windowMs: FIFTEEN_MINUTES },
-        clock.now(),
-      );
+      yield* failedLogins.refuseWhenOver(input.email, clientIp);
       const found = yield* storage.users.findByEmail(input.email);
       const hash =
         Option.isSome(found) && found.value.password_hash !== null ? found.value.password_hash : null;
       const ok = yield* passwordHasher.verify(hash ?? (yield* dummyHash), input.password);
-      if (!ok || hash === null || Option.isNone(found))
+      if (!ok || hash === null || Option.isNone(found)) {
+        yield* failedLogins.count(input.email, clientIp);
         return yield* Effect.fail(new Unauthorized({ message: "invalid email or password" }));
+      }
       return yield* signIn(found.value);
     });
 
@@ -211,6 +216,11 @@ export const makeAccounts = (ports: VodPorts, config: VodConfig, forget: Forget)
             }),
           );
         const user = existing.value;
+        // An email nobody proved may have been signed up by someone else, who would then co-own
+        // what the provider's account holder puts there: the provider's account claims it, and
+        // every credential made before the claim ends with the claim.
+        const claims = !user.email_verified;
+        const now = clock.now();
         yield* storage.transaction((tx) =>
           Effect.gen(function* () {
             yield* tx.identities.insert({
@@ -218,14 +228,30 @@ export const makeAccounts = (ports: VodPorts, config: VodConfig, forget: Forget)
               subject: identity.subject,
               user_id: user.id,
               tenant_id: user.tenant_id,
-              created_at: clock.now(),
+              created_at: now,
             });
-            if (!user.email_verified) yield* tx.users.setEmailVerified(user.tenant_id, user.id, true);
+            if (!claims) return;
+            yield* tx.users.setEmailVerified(user.tenant_id, user.id, true);
+            yield* tx.users.setPasswordHash(user.tenant_id, user.id, null);
+            yield* tx.refreshSessions.revokeUserSessions(
+              user.tenant_id,
+              user.id,
+              null,
+              now,
+              "account_claimed",
+            );
+            yield* tx.apiKeys.revokeAll(user.tenant_id, now);
+            // A deleted webhook's pending deliveries are not sent (webhooks.ts, deliver).
+            yield* tx.webhooks.removeAll(user.tenant_id, now);
           }),
         );
-        // GET /v1/auth/me of the user's other sessions shows the verified email at once.
-        if (!user.email_verified) yield* forget({ kind: "user", id: user.id });
-        return { ...(yield* signIn({ ...user, email_verified: true })), created: false };
+        if (!claims) return { ...(yield* signIn(user)), created: false };
+        // Every node drops the tenant's cached keys and sessions, and the user's verified email shows at once.
+        yield* forget({ kind: "tenant", id: user.tenant_id });
+        return {
+          ...(yield* signIn({ ...user, email_verified: true, password_hash: null })),
+          created: false,
+        };
       }
       const { user, tokens } = yield* createAccount({
         email: identity.email,
@@ -290,13 +316,34 @@ export const makeAccounts = (ports: VodPorts, config: VodConfig, forget: Forget)
       yield* revokeSession(token.value, now, "logout");
     });
 
-  const changePassword = (principal: Principal & { kind: "user" }, input: PasswordChangeInput) =>
+  const changePassword = (
+    principal: Principal & { kind: "user" },
+    input: PasswordChangeInput,
+    clientIp: string,
+  ) =>
     Effect.gen(function* () {
       const user = yield* storage.users.get(principal.tenant.id, principal.user.id);
       const hash = Option.isSome(user) ? user.value.password_hash : null;
-      const ok = yield* passwordHasher.verify(hash ?? (yield* dummyHash), input.current_password);
-      if (!ok || hash === null)
-        return yield* Effect.fail(new Unauthorized({ message: "current password is wrong" }));
+      // A user without a password (Google sign-in, a claimed account) sets one without it.
+      if (input.current_password === undefined) {
+        if (hash !== null)
+          return yield* Effect.fail(
+            new InvalidRequest({
+              message: "current_password: is required, the account has a password",
+              details: {
+                fields: [{ path: ["current_password"], message: "is required, the account has a password" }],
+              },
+            }),
+          );
+      } else {
+        // A stolen access token must not make this an unthrottled password oracle: the login's limits.
+        yield* failedLogins.refuseWhenOver(principal.user.email, clientIp);
+        const ok = yield* passwordHasher.verify(hash ?? (yield* dummyHash), input.current_password);
+        if (!ok || hash === null) {
+          yield* failedLogins.count(principal.user.email, clientIp);
+          return yield* Effect.fail(new Unauthorized({ message: "current password is wrong" }));
+        }
+      }
       const newHash = yield* passwordHasher.hash(input.new_password);
       const now = clock.now();
       yield* storage.transaction((tx) =>
@@ -333,4 +380,11 @@ export const makeAccounts = (ports: VodPorts, config: VodConfig, forget: Forget)
 const emailTaken = () => new Conflict({ message: "an account with this email already exists" });
 
 export type Accounts = ReturnType<typeof makeAccounts>;
-export type AccountsError = Conflict | Unauthorized | Forbidden | InternalError | StorageError;
+export type AccountsError =
+  | Conflict
+  | Unauthorized
+  | Forbidden
+  | InvalidRequest
+  | RateLimited
+  | InternalError
+  | StorageError;

@@ -55,12 +55,12 @@ export const enforceRate = (
   now: number,
 ): Effect.Effect<void, RateLimited | StorageError> =>
   Effect.flatMap(limiter.hit(key, rule, now), (decision) =>
-    decision.allowed
-      ? Effect.void
-      : Effect.fail(
-          new RateLimited({
-            message: "too many requests; retry later",
-            retryAfterSeconds: Math.max(1, Math.ceil(decision.retryAfterMs / 1000)),
-          }),
-        ),
+    decision.allowed ? Effect.void : Effect.fail(rateLimited(decision.retryAfterMs)),
   );
+
+/** RateLimited with Retry-After in whole seconds, at least one. */
+export const rateLimited = (retryAfterMs: number) =>
+  new RateLimited({
+    message: "too many requests; retry later",
+    retryAfterSeconds: Math.max(1, Math.ceil(retryAfterMs / 1000)),
+  });

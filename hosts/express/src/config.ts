@@ -62,7 +62,8 @@ const Env = Schema.Struct({
   VOD_GOOGLE_CLIENT_ID: opt(Schema.String.pipe(Schema.minLength(1))),
   VOD_GOOGLE_CERTS_URL: opt(Url),
   VOD_RATE_LIMIT_AUTH_PER_MINUTE: Schema.optionalWith(PositiveInt, { default: () => 20 }),
-  VOD_RATE_LIMIT_LOGIN_PER_EMAIL: Schema.optionalWith(PositiveInt, { default: () => 10 }),
+  VOD_RATE_LIMIT_LOGIN_PER_EMAIL: Schema.optionalWith(PositiveInt, { default: () => 100 }),
+  VOD_RATE_LIMIT_LOGIN_PER_EMAIL_AND_IP: Schema.optionalWith(PositiveInt, { default: () => 10 }),
   VOD_RATE_LIMIT_API_PER_MINUTE: Schema.optionalWith(PositiveInt, { default: () => 1200 }),
   VOD_STORAGE: Schema.optionalWith(Schema.Literal("postgres", "memory"), {
     default: () => "postgres" as const,
@@ -188,7 +189,8 @@ export interface HostConfig {
   readonly google: { readonly clientId?: string | undefined; readonly certsUrl?: string | undefined };
   readonly rateLimits: {
     readonly authPerIpPerMinute: number;
-    readonly loginPerEmailPer15Minutes: number;
+    readonly loginFailuresPerEmailAndIpPer15Minutes: number;
+    readonly loginFailuresPerEmailPer15Minutes: number;
     readonly apiPerCredentialPerMinute: number;
     readonly telemetryPerSessionPerMinute: number;
   };
@@ -316,7 +318,8 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     google: { clientId: e.VOD_GOOGLE_CLIENT_ID, certsUrl: e.VOD_GOOGLE_CERTS_URL },
     rateLimits: {
       authPerIpPerMinute: e.VOD_RATE_LIMIT_AUTH_PER_MINUTE,
-      loginPerEmailPer15Minutes: e.VOD_RATE_LIMIT_LOGIN_PER_EMAIL,
+      loginFailuresPerEmailAndIpPer15Minutes: e.VOD_RATE_LIMIT_LOGIN_PER_EMAIL_AND_IP,
+      loginFailuresPerEmailPer15Minutes: e.VOD_RATE_LIMIT_LOGIN_PER_EMAIL,
       apiPerCredentialPerMinute: e.VOD_RATE_LIMIT_API_PER_MINUTE,
       telemetryPerSessionPerMinute: e.VOD_RATE_LIMIT_TELEMETRY_PER_MINUTE,
     },

@@ -13,7 +13,12 @@ describe("loadConfig", () => {
       drmUrl: "http://localhost:8080",
       storage: "postgres",
       database: { poolSize: 10 },
-      rateLimits: { authPerIpPerMinute: 20, loginPerEmailPer15Minutes: 10, apiPerCredentialPerMinute: 1200 },
+      rateLimits: {
+        authPerIpPerMinute: 20,
+        loginFailuresPerEmailAndIpPer15Minutes: 10,
+        loginFailuresPerEmailPer15Minutes: 100,
+        apiPerCredentialPerMinute: 1200,
+      },
       trustProxy: false,
     });
     expect(config.database.url).toBeUndefined();
@@ -121,6 +126,20 @@ describe("loadConfig: objects in a GCS bucket", () => {
     expect(attempt).toThrow(ConfigError);
     for (const name of ["VOD_GCS_BUCKET", "VOD_GCS_PREFIX", "VOD_GCS_API_ENDPOINT", "VOD_GCS_DELIVERY"])
       expect(attempt).toThrow(`${name}:`);
+  });
+
+  it("reads the two failed-login limits", () => {
+    const config = loadConfig({
+      VOD_RATE_LIMIT_LOGIN_PER_EMAIL: "50",
+      VOD_RATE_LIMIT_LOGIN_PER_EMAIL_AND_IP: "5",
+    });
+    expect(config.rateLimits).toMatchObject({
+      loginFailuresPerEmailPer15Minutes: 50,
+      loginFailuresPerEmailAndIpPer15Minutes: 5,
+    });
+    expect(() => loadConfig({ VOD_RATE_LIMIT_LOGIN_PER_EMAIL_AND_IP: "0" })).toThrow(
+      "VOD_RATE_LIMIT_LOGIN_PER_EMAIL_AND_IP:",
+    );
   });
 });
 
