@@ -22,7 +22,7 @@ export const suiteName = (
   orElse = "run a Docker engine",
 ) => (available ? name : `${name} (skipped: set ${variable}${orElse ? ` or ${orElse}` : ""})`);
 
-/** Extra environment of a host under test: fake Google, a trusted proxy (per-test client IPs), no logs. */
+/** Extra environment of a host under test: fake Google, one trusted proxy hop (per-test client IPs in X-Forwarded-For), no logs. */
 export const testHostEnv = (
   google: { readonly clientId: string; readonly certsUrl: string },
   dataDir: string,
@@ -32,6 +32,6 @@ export const testHostEnv = (
   VOD_DATA_DIR: dataDir,
   VOD_GOOGLE_CLIENT_ID: google.clientId,
   VOD_GOOGLE_CERTS_URL: google.certsUrl,
-  VOD_TRUST_PROXY: "true",
+  VOD_TRUST_PROXY: "1",
   VOD_LOG_LEVEL: "silent",
 });

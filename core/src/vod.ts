@@ -51,7 +51,7 @@ export const resolveConfig = (ports: VodPorts, input: VodConfigInput = {}): VodC
 export const createVod = (ports: VodPorts, configInput?: VodConfigInput): Vod => {
   const config = resolveConfig(ports, configInput);
   const credentials = makeCredentials(ports);
-  const playback = makePlayback(ports, config);
+  const playback = makePlayback(ports, config, credentials.tenantIsActive);
   return {
     config,
     ports,
@@ -60,7 +60,7 @@ export const createVod = (ports: VodPorts, configInput?: VodConfigInput): Vod =>
     apiKeys: makeApiKeys(ports, credentials.forget),
     tenants: makeTenants(ports, credentials.forget),
     assets: makeAssets(ports, config, playback.endForAsset),
-    uploads: makeUploads(ports, config),
+    uploads: makeUploads(ports, config, credentials.tenantIsActive),
     processing: makeProcessing(ports, config),
     playback,
     webhooks: makeWebhooks(ports, config),

@@ -24,6 +24,8 @@ const notRevoked: RevocationStore = {
   isRevoked: () => Effect.succeed(false),
 };
 
+const allActive = () => Effect.succeed(true);
+
 const portsWith = (claims: TokenClaims) =>
   ({ clock: { now: () => NOW }, tokenSigner: signerOf(claims) }) as unknown as VodPorts;
 
@@ -36,7 +38,9 @@ const config = defaultConfig({
 const verify = (claims: TokenClaims) =>
   Effect.runPromise(
     Effect.either(
-      makePlaybackSessions(portsWith(claims), config, notRevoked).verify(`${PLAYBACK_TOKEN_PREFIX}x`),
+      makePlaybackSessions(portsWith(claims), config, notRevoked, allActive).verify(
+        `${PLAYBACK_TOKEN_PREFIX}x`,
+      ),
     ),
   );
 
@@ -73,7 +77,14 @@ describe("playback token claims, decoded by their schema", () => {
       find: () => Effect.sync(() => keysAsked++),
     } as unknown as Parameters<typeof makeEntitlement>[4];
     const ports = portsWith({ sid: "pbs_1", aid: "ast_1" });
-    const entitlement = makeEntitlement(ports, config, () => Effect.die("unused"), notRevoked, keys);
+    const entitlement = makeEntitlement(
+      ports,
+      config,
+      () => Effect.die("unused"),
+      notRevoked,
+      keys,
+      allActive,
+    );
     const result = await Effect.runPromise(
       Effect.either(entitlement.clearKeyLicense("licence", { kids: ["a"], type: "temporary" })),
     );

@@ -203,7 +203,7 @@ export interface RequestOptions {
   readonly contentType?: string;
   readonly bearer?: string;
   readonly apiKey?: string;
-  /** Sent as X-Forwarded-For (the hosts under test trust the proxy). */
+  /** Sent as X-Forwarded-For (the hosts under test trust one proxy hop: this is the client IP). */
   readonly ip?: string;
   readonly headers?: Readonly<Record<string, string>>;
 }

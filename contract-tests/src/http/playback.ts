@@ -15,6 +15,7 @@ import {
   type HttpClient,
   type MakeHttpSubject,
   MINUTE,
+  putPart,
   type Reply,
   SECOND,
   sendTo,
@@ -561,6 +562,72 @@ export const describePlayback = (makeSubject: MakeHttpSubject): void => {
         expectError(await beacon(urls.telemetry, { token, events: [heartbeat(2)] }), 401, "unauthorized");
         expect((await h.backdoor.playbackSession(s.id))?.ended_at).toBe(h.clock.now());
         expect((await h.telemetryEvents(s.id)).map((e) => e.ts_ms)).toEqual([1_001]);
+      });
+    });
+
+    describe("a suspended tenant", () => {
+      it("is refused the manifest, segments, entitlement, licence (403), telemetry (401) and part PUTs (403), until activated", async () => {
+        const h = subject();
+        const owner = await signUp(h.api);
+        const credential = {
+          apiKey: (await createApiKey(h.api, { bearer: owner.access_token }, ["write"])).key,
+        };
+        const drm = await createAsset(h.api, credential, { title: "suspended", drm: true });
+        await uploadAndComplete(h.api, credential, drm.id);
+        await untilReady(h.api, credential, drm.id);
+        const pending = await createAsset(h.api, credential, { title: "pending" });
+        const bytes = new Uint8Array(2_000).fill(3);
+        const upload = await startUpload(h.api, credential, {
+          asset_id: pending.id,
+          size_bytes: bytes.byteLength,
+        });
+        const partUrl = upload.parts[0]?.url ?? "";
+        const created = expectStatus(await createSession(h, credential, { asset_id: drm.id }), 201).body;
+        const { token, urls } = created;
+        const { mediaUrl, segment } = await walk(urls.manifest);
+        const entitlement = expectStatus(await entitle(urls.entitlement ?? "", token), 200).body;
+        const licenceUrl = entitlement.key_systems["org.w3.clearkey"]?.license_url ?? "";
+        const kid = clearKeyKidOf(await (await fetch(mediaUrl)).text());
+        expectStatus(await license(licenceUrl, entitlement.license_headers, { kids: [kid] }), 200);
+        expect((await beacon(urls.telemetry, { token, events: [heartbeat(1)] })).status).toBe(204);
+
+        await h.backdoor.setTenantStatus(owner.tenant.id, "suspended");
+        for (const url of [urls.manifest, mediaUrl, segment])
+          expectError(await fetchReply("GET", url), 403, "forbidden");
+        expectError(await entitle(urls.entitlement ?? "", token), 403, "forbidden");
+        const refused = await license(licenceUrl, entitlement.license_headers, { kids: [kid] });
+        expectError(refused, 403, "forbidden");
+        expect(refused.text).not.toContain(kid);
+        expectError(await beacon(urls.telemetry, { token, events: [heartbeat(2)] }), 401, "unauthorized");
+        if (h.objectStore?.signsPartUrls) {
+          // A bucket takes parts on its own signed URLs, which we cannot refuse (docs/decisions.md):
+          // the upload cannot be completed while the tenant is suspended.
+          expectStatus(await putPart(partUrl, bytes), 200);
+          expectError(
+            await h.api.post(`/v1/uploads/${upload.id}/complete`, {
+              ...credentialOptions(credential),
+              json: {},
+            }),
+            403,
+            "forbidden",
+          );
+        } else {
+          expectError(await putPart(partUrl, bytes), 403, "forbidden");
+          expect(await h.objects.storedParts(upload.id)).toEqual([]);
+        }
+        expect((await h.telemetryEvents(created.session.id)).map((e) => e.ts_ms)).toEqual([1_001]);
+
+        await h.backdoor.setTenantStatus(owner.tenant.id, "active");
+        for (const url of [urls.manifest, mediaUrl, segment]) expectStatus(await fetchReply("GET", url), 200);
+        expectStatus(await entitle(urls.entitlement ?? "", token), 200);
+        const licence = expectStatus(
+          await license(licenceUrl, entitlement.license_headers, { kids: [kid] }),
+          200,
+        );
+        expect(licence.body.keys.map((k) => k.kid)).toEqual([kid]);
+        expect((await beacon(urls.telemetry, { token, events: [heartbeat(3)] })).status).toBe(204);
+        expectStatus(await putPart(partUrl, bytes), 200);
+        expect((await h.telemetryEvents(created.session.id)).map((e) => e.ts_ms)).toEqual([1_001, 1_003]);
       });
     });
 

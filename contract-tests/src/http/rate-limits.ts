@@ -1,3 +1,4 @@
+import { randomInt } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import {
   createApiKey,
@@ -26,6 +27,9 @@ export const expectRateLimited = (reply: Reply<unknown>, max: number): number =>
   expect(body.details).toStrictEqual({ retry_after: seconds });
   return seconds;
 };
+
+/** The per-IP bucket of signup, login, google and refresh, by default (DECISIONS). */
+const AUTH_PER_MINUTE = 20;
 
 const login = (api: HttpClient, email: string, password: string, ip: string) =>
   api.post("/v1/auth/login", { json: { email, password }, ip });
@@ -63,6 +67,53 @@ export const describeRateLimits = (makeSubject: MakeHttpSubject): void => {
           expectStatus(await login(api, account.email, account.password, randomIp()), 200);
           clock.advance(MINUTE);
           expectStatus(await login(api, account.email, account.password, ip), 200);
+        },
+      );
+    });
+
+    it("counts the address the trusted proxy saw, whatever the client wrote left of it in X-Forwarded-For", async () => {
+      // The hosts under test trust one hop (VOD_TRUST_PROXY=1): the test is the proxy, and the
+      // last entry is the client's address; the entries before it are the client's own words.
+      await withSubject(makeSubject, {}, async ({ api }) => {
+        const real = randomIp();
+        const statuses: number[] = [];
+        for (let i = 0; i < 30; i++) {
+          const reply = await api.post("/v1/auth/refresh", {
+            json: { refresh_token: `not-a-token-${i}` },
+            headers: { "x-forwarded-for": `${randomIp()}, ${real}` },
+          });
+          statuses.push(reply.status);
+          if (i >= AUTH_PER_MINUTE) expectRateLimited(reply, 60);
+        }
+        expect(statuses).toEqual([
+          ...Array<number>(AUTH_PER_MINUTE).fill(401),
+          ...Array<number>(30 - AUTH_PER_MINUTE).fill(429),
+        ]);
+        // The spoofed addresses are not limited: another client still is served.
+        const other = await signUp(api);
+        expectStatus(await login(api, other.email, other.password, `${real}, ${randomIp()}`), 200);
+      });
+    });
+
+    it("with trusted CIDRs, counts the first address from the right that is not a trusted proxy's", async () => {
+      // The test calls from 127.0.0.1; a proxy of 10.0.0.0/8 sits between it and the client.
+      await withSubject(
+        makeSubject,
+        { VOD_TRUST_PROXY: "127.0.0.1/32, 10.0.0.0/8", VOD_RATE_LIMIT_AUTH_PER_MINUTE: "3" },
+        async ({ api }) => {
+          const account = await signUp(api);
+          const real = `203.0.113.${randomInt(1, 255)}`;
+          const via = (client: string) => `${randomIp()}, ${client}, ${randomIp()}`;
+          for (let i = 0; i < 3; i++)
+            expectStatus(await login(api, account.email, account.password, via(real)), 200);
+          expectRateLimited(await login(api, account.email, account.password, via(real)), 60);
+          // Another client behind the same proxies has a bucket of its own.
+          expectStatus(await login(api, account.email, account.password, via("203.0.113.0")), 200);
+          // Straight from a trusted address with no X-Forwarded-For: that address is the client.
+          expectStatus(
+            await api.post("/v1/auth/login", { json: { email: account.email, password: account.password } }),
+            200,
+          );
         },
       );
     });

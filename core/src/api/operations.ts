@@ -372,7 +372,8 @@ export const uploadPart = publicOperation({
   },
   input: Schema.Struct({ params: Rq.PartParams, query: Rq.PartUrlQuery }),
   output: null,
-  errors: ["UploadInProgress"],
+  // The tenant is suspended.
+  errors: ["Forbidden", "UploadInProgress"],
   run: (vod, { params, query }, call) =>
     vod.uploads.receivePart(
       {

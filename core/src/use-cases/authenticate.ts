@@ -80,6 +80,9 @@ const concerns = (principal: Principal, revocation: Revocation): boolean => {
   }
 };
 
+const ACTIVE = Effect.succeed(true);
+const INACTIVE = Effect.succeed(false);
+
 /**
  * Who is calling, resolved once per credential and node and then served from memory, and
  * `forget`, which every change that could refuse a cached credential goes through: it drops the
@@ -101,9 +104,14 @@ export const makeCredentials = (
   // which the database may have given before the revocation committed.
   let generation = 0;
 
+  // Whether each tenant is active, for what a tenant's playback tokens and part URLs do: they
+  // carry the tenant's id, not a principal, and are checked on every segment and part.
+  const tenantStatuses = new Map<string, { readonly active: boolean; readonly at: number }>();
+
   const drop = (revocation: Revocation) => {
     if (revocation.kind === "playback_session") return;
     generation += 1;
+    if (revocation.kind === "tenant") tenantStatuses.delete(revocation.id);
     for (const [key, entry] of cache) if (concerns(entry.principal, revocation)) cache.delete(key);
   };
   feed.watch(drop);
@@ -142,6 +150,31 @@ export const makeCredentials = (
             ? Effect.fail(new Forbidden({ message: "tenant is suspended" }))
             : Effect.succeed(tenant.value),
     );
+
+  /**
+   * Whether the tenant may be served (not suspended, still there): what the playback token check
+   * and the part upload URLs ask on every request, so answered from memory for at most
+   * `maxAgeMs` and dropped at once when the feed tells of a change to the tenant.
+   */
+  const tenantIsActive = (tenantId: string): Effect.Effect<boolean, StorageError> => {
+    const now = clock.now();
+    const cached = tenantStatuses.get(tenantId);
+    if (cached !== undefined && now - cached.at < maxAgeMs && now >= cached.at)
+      return cached.active ? ACTIVE : INACTIVE;
+    const since = generation;
+    return Effect.map(storage.tenants.get(tenantId), (tenant) => {
+      const active = Option.isSome(tenant) && tenant.value.status === "active";
+      if (since === generation) {
+        tenantStatuses.delete(tenantId);
+        tenantStatuses.set(tenantId, { active, at: now });
+        if (tenantStatuses.size > CREDENTIAL_CACHE_ENTRIES) {
+          const oldest = tenantStatuses.keys().next();
+          if (!oldest.done) tenantStatuses.delete(oldest.value);
+        }
+      }
+      return active;
+    });
+  };
 
   /** last_used_at at most once a minute per key and node; the cached record remembers it. */
   const touched = (entry: Cached, apiKey: ApiKey, now: number) =>
@@ -230,8 +263,14 @@ export const makeCredentials = (
         ? byBearer(credentials.bearer)
         : Effect.fail(unauthorized("missing credentials: send Authorization: Bearer <token> or X-API-Key"));
 
-  return { authenticate, forget };
+  return { authenticate, forget, tenantIsActive };
 };
+
+/** Whether a tenant may be served: see `makeCredentials`. */
+export type TenantIsActive = ReturnType<typeof makeCredentials>["tenantIsActive"];
+
+/** What a suspended tenant's playback token, licence token or part URL is answered. */
+export const tenantSuspended = () => new Forbidden({ message: "tenant is suspended" });
 
 /** What use cases that end or change a credential call to have every node drop it. */
 export type Forget = ReturnType<typeof makeCredentials>["forget"];

@@ -5,7 +5,7 @@ import { Forbidden, type StorageError, Unauthorized, UploadInProgress } from "..
 import type { RevocationStore } from "../ports/revocation-store.js";
 import type { Requests } from "../schema/index.js";
 import type { VodPorts } from "../tokens.js";
-import type { Principal } from "./authenticate.js";
+import { type Principal, type TenantIsActive, tenantSuspended } from "./authenticate.js";
 import { orNotFound } from "./support.js";
 
 /** The version marker of playback tokens (spec part 9). */
@@ -21,10 +21,18 @@ export interface PlaybackClaims {
   readonly expiresAt: number;
 }
 
+/** How a token check treats what the default would refuse. */
+export interface VerifyOptions {
+  /** Accepts a token this long past its expiry. */
+  readonly leewayMs?: number;
+  /** What a suspended tenant's token gets: 403 by default; telemetry answers 401 (DECISIONS). */
+  readonly suspended?: () => Unauthorized | Forbidden;
+}
+
 /** Checks a playback token: what delivery, entitlement and telemetry all start with. */
 export type VerifyPlaybackToken = (
   token: string | undefined,
-  leewayMs?: number,
+  options?: VerifyOptions,
 ) => Effect.Effect<PlaybackClaims, Unauthorized | Forbidden | StorageError>;
 
 /**
@@ -42,7 +50,12 @@ const decodeClaims = Schema.decodeUnknownOption(PlaybackTokenClaims);
 type CreateInput = typeof Requests.CreatePlaybackBody.Type;
 
 /** Playback sessions: creating one signs its token, revoking one ends it, `verify` checks a token. */
-export const makePlaybackSessions = (ports: VodPorts, config: VodConfig, revocations: RevocationStore) => {
+export const makePlaybackSessions = (
+  ports: VodPorts,
+  config: VodConfig,
+  revocations: RevocationStore,
+  tenantIsActive: TenantIsActive,
+) => {
   const { clock, ids, storage, tokenSigner } = ports;
 
   const create = (principal: Principal, input: CreateInput) =>
@@ -128,9 +141,9 @@ export const makePlaybackSessions = (ports: VodPorts, config: VodConfig, revocat
 
   /**
    * A playback token's claims, or 401 for a forged, expired or revoked one. A valid credential of
-   * another kind (an access token) is 403, as DECISIONS says.
+   * another kind (an access token) is 403, as DECISIONS says, and so is a suspended tenant's token.
    */
-  const verify: VerifyPlaybackToken = (token, leewayMs = 0) =>
+  const verify: VerifyPlaybackToken = (token, { leewayMs = 0, suspended = tenantSuspended } = {}) =>
     Effect.gen(function* () {
       if (!token) return yield* Effect.fail(new Unauthorized({ message: "missing playback token" }));
       const now = clock.now();
@@ -145,6 +158,7 @@ export const makePlaybackSessions = (ports: VodPorts, config: VodConfig, revocat
       const claims = yield* claimsOf(token, now, leewayMs);
       if (yield* revocations.isRevoked(claims.sessionId, now))
         return yield* Effect.fail(new Unauthorized({ message: "playback session has ended" }));
+      if (!(yield* tenantIsActive(claims.tenantId))) return yield* Effect.fail(suspended());
       return claims;
     });
 

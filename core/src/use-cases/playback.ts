@@ -1,5 +1,6 @@
 import type { VodConfig } from "../config.js";
 import type { VodPorts } from "../tokens.js";
+import type { TenantIsActive } from "./authenticate.js";
 import { makeContentKeys } from "./content-keys.js";
 import { makeEntitlement } from "./entitlement.js";
 import { makePlaybackDelivery } from "./playback-delivery.js";
@@ -10,15 +11,16 @@ import { makeTelemetryIntake } from "./telemetry.js";
 /**
  * What a host calls for playback, one module per spec area: sessions (and the token check the
  * others share, with its one cache), delivery, entitlement with the ClearKey licence, telemetry.
+ * `tenantIsActive` is the credentials' check: a suspended tenant's tokens are refused with its keys.
  */
-export const makePlayback = (ports: VodPorts, config: VodConfig) => {
+export const makePlayback = (ports: VodPorts, config: VodConfig, tenantIsActive: TenantIsActive) => {
   const revocations = cachedRevocations(ports.revocationStore, ports.clock);
   const keys = makeContentKeys(ports, config.drmMasterKey);
-  const sessions = makePlaybackSessions(ports, config, revocations);
+  const sessions = makePlaybackSessions(ports, config, revocations, tenantIsActive);
   return {
     ...sessions,
     ...makePlaybackDelivery(ports, sessions.verify),
-    ...makeEntitlement(ports, config, sessions.verify, revocations, keys),
+    ...makeEntitlement(ports, config, sessions.verify, revocations, keys, tenantIsActive),
     ...makeTelemetryIntake(ports, config, sessions.verify),
     contentKeys: keys,
   };

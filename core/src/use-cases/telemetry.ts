@@ -1,10 +1,14 @@
 import { Effect, Option, Schema } from "effect";
 import type { VodConfig } from "../config.js";
+import { Unauthorized } from "../errors.js";
 import type { TelemetryEvent } from "../ports/telemetry-sink.js";
 import { inputProblems, Requests } from "../schema/index.js";
 import type { VodPorts } from "../tokens.js";
 import { TELEMETRY_GRACE_MS, type VerifyPlaybackToken } from "./playback-sessions.js";
 import { enforceRate } from "./support.js";
+
+/** A beacon of a suspended tenant's session is 401, not 403 (DECISIONS). */
+const beaconOfSuspendedTenant = () => new Unauthorized({ message: "tenant is suspended" });
 
 const decodeEvent = Schema.decodeUnknownOption(Requests.TelemetryEventInput);
 
@@ -21,7 +25,10 @@ export const makeTelemetryIntake = (ports: VodPorts, config: VodConfig, verify: 
    */
   const telemetry = (batch: typeof Requests.TelemetryBatch.Type) =>
     Effect.gen(function* () {
-      const claims = yield* verify(batch.token, TELEMETRY_GRACE_MS);
+      const claims = yield* verify(batch.token, {
+        leewayMs: TELEMETRY_GRACE_MS,
+        suspended: beaconOfSuspendedTenant,
+      });
       const now = clock.now();
       yield* enforceRate(
         rateLimiter,

@@ -24,7 +24,7 @@ import {
 import type { ByteStream, MultipartRef, ObjectStore } from "../ports/object-store.js";
 import type { Requests } from "../schema/index.js";
 import type { VodPorts } from "../tokens.js";
-import type { Principal } from "./authenticate.js";
+import { type Principal, type TenantIsActive, tenantSuspended } from "./authenticate.js";
 import { constantTimeEqual, hmacBase64Url, orNotFound } from "./support.js";
 import { eventRecorder } from "./webhooks.js";
 
@@ -57,7 +57,7 @@ const view = (session: UploadSession, now: number) => ({
   completed_at: session.completed_at,
 });
 
-export const makeUploads = (ports: VodPorts, config: VodConfig) => {
+export const makeUploads = (ports: VodPorts, config: VodConfig, tenantIsActive: TenantIsActive) => {
   const { clock, ids, storage } = ports;
   const store: ObjectStore = ports.objectStore;
   const recordEvent = eventRecorder(ports);
@@ -181,6 +181,8 @@ export const makeUploads = (ports: VodPorts, config: VodConfig) => {
       const expected = signature(request.tenantId, request.uploadId, request.number, request.expiresSec);
       if (!constantTimeEqual(expected, request.signature) || request.expiresSec * 1000 <= now)
         return yield* Effect.fail(new Unauthorized({ message: "invalid or expired part upload URL" }));
+      // A URL handed out before the tenant was suspended is still signed: the tenant is not served.
+      if (!(yield* tenantIsActive(request.tenantId))) return yield* Effect.fail(tenantSuspended());
       const found = yield* storage.uploads.get(request.tenantId, request.uploadId);
       if (Option.isNone(found)) return yield* Effect.fail(new NotFound({ message: "upload not found" }));
       const session = yield* settleExpiry(found.value);

@@ -2,14 +2,16 @@ import type { RequestListener } from "node:http";
 import { type Operation, openApiDocument, operations, type Vod } from "@vod/core";
 import type { Express } from "express";
 import { type CatalogRoutes, catalogRoutes } from "./catalog-routes.js";
-import { type Handler, type HttpRequest, internalError, notFound, requestLog } from "./http.js";
+import type { TrustProxy } from "./config.js";
+import { type Handler, type HttpRequest, internalError, notFound, proxyTrust, requestLog } from "./http.js";
 import type { Logger } from "./logger.js";
 import { apiCors, hostExpress, type OpsOptions, opsRoutes, requestMetrics } from "./ops.js";
 
 export interface ApiAppOptions {
   readonly vod: Vod;
   readonly logger: Logger;
-  readonly trustProxy?: boolean;
+  /** VOD_TRUST_PROXY: which proxies' X-Forwarded-For entries are believed (none by default). */
+  readonly trustProxy?: TrustProxy;
   readonly baseUrl?: string;
   readonly mediaUrl?: string;
   readonly drmUrl?: string;
@@ -37,7 +39,7 @@ export type ApiApp = RequestListener & {
 export const createApiApp = ({
   vod,
   logger,
-  trustProxy = false,
+  trustProxy = { hops: 0 },
   baseUrl,
   mediaUrl,
   drmUrl,
@@ -45,7 +47,8 @@ export const createApiApp = ({
   ops: operational = { readiness: [] },
   corsOrigins = [],
 }: ApiAppOptions): ApiApp => {
-  const app = hostExpress(trustProxy);
+  const trust = proxyTrust(trustProxy);
+  const app = hostExpress(trust);
   const log = requestLog(logger, operational.metrics && requestMetrics(operational.metrics));
   const cors = apiCors(corsOrigins);
   // What every request goes through, in one step rather than three.
@@ -74,7 +77,7 @@ export const createApiApp = ({
   // operation says (an unknown route is 404 whatever it carries); what the JSON parser refuses
   // (malformed JSON, a broken gzip body) reaches `internalError`, which answers with the spec's
   // error.
-  const catalog = catalogRoutes(vod, ops, { trustProxy });
+  const catalog = catalogRoutes(vod, ops, { trust });
   const listener: RequestListener = (req, res) => {
     const request = req as HttpRequest;
     const found = catalog.match(request);

@@ -8,6 +8,7 @@ import {
   type HttpResponse,
   handle,
   type Next,
+  type ProxyTrust,
   readText,
   requireJsonBody,
   targetPathOf,
@@ -57,7 +58,7 @@ export interface CatalogRoutes {
 export const catalogRoutes = (
   vod: Vod,
   ops: ReadonlyArray<Operation>,
-  { trustProxy = false }: { readonly trustProxy?: boolean } = {},
+  { trust }: { readonly trust?: ProxyTrust } = {},
 ): CatalogRoutes => {
   const json = express.json({ limit: "64kb", type: ["application/json", "application/*+json"] });
   const parseJson: Handler = (req, res, next) =>
@@ -89,7 +90,7 @@ export const catalogRoutes = (
         ),
       read: body.kind === "json" ? parseJson : body.kind === "text" ? readText(body.maxBytes) : undefined,
       json: body.kind === "json",
-      run: handle(vod, op, trustProxy),
+      run: handle(vod, op, trust),
     };
   });
   const match = (req: HttpRequest): CatalogMatch | undefined => {

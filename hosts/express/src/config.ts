@@ -1,4 +1,5 @@
 import { Either, ParseResult, Schema } from "effect";
+import proxyaddr from "proxy-addr";
 import { DEFAULT_HEAP_GROWING_PERCENT } from "./heap.js";
 
 const Port = Schema.NumberFromString.pipe(Schema.int(), Schema.between(0, 65535));
@@ -34,6 +35,51 @@ const CorsOrigins = Schema.transform(
   },
 );
 const opt = <A>(schema: Schema.Schema<A, string>) => Schema.optional(schema);
+
+/**
+ * Which proxies in front of the host are trusted to append the address they were called from to
+ * X-Forwarded-For: the number of hops next to the host, or the addresses they call from.
+ */
+export type TrustProxy = { readonly hops: number } | { readonly cidrs: ReadonlyArray<string> };
+const TRUST_PROXY_FORMS =
+  "must be the number of trusted proxy hops (1 on Cloud Run or behind one load balancer) or a comma-separated list of trusted CIDRs (10.0.0.0/8,2001:db8::/32)";
+const compiles = (list: ReadonlyArray<string>) => {
+  try {
+    proxyaddr.compile([...list]);
+    return true;
+  } catch {
+    return false;
+  }
+};
+const cidrsOf = (s: string) => s.split(",").map((entry) => entry.trim());
+/**
+ * `true` (which trusted every address X-Forwarded-For names, the client's own included) is
+ * refused rather than read as some number: a deployment that set it must choose what it trusts.
+ */
+const TrustProxyVar = Schema.transform(
+  Schema.String.pipe(
+    Schema.filter(
+      (s) => s !== "true" && (s === "false" || /^\d{1,2}$/.test(s.trim()) || compiles(cidrsOf(s))),
+      {
+        message: (issue) =>
+          issue.actual === "true"
+            ? `true is no longer accepted (it let clients choose their address): ${TRUST_PROXY_FORMS}`
+            : TRUST_PROXY_FORMS,
+      },
+    ),
+  ),
+  Schema.Union(Schema.Struct({ hops: Schema.Number }), Schema.Struct({ cidrs: Schema.Array(Schema.String) })),
+  {
+    strict: true,
+    decode: (s): TrustProxy =>
+      s === "false"
+        ? { hops: 0 }
+        : /^\d+$/.test(s.trim())
+          ? { hops: Number(s.trim()) }
+          : { cidrs: cidrsOf(s) },
+    encode: (trust) => ("hops" in trust ? String(trust.hops) : trust.cidrs.join(",")),
+  },
+);
 
 /**
  * A postgres:// URL, including the Unix-socket form Cloud SQL documents,
@@ -164,7 +210,7 @@ const Env = Schema.Struct({
   VOD_CURSOR_SECRET: opt(
     Schema.String.pipe(Schema.minLength(32, { message: () => "must be at least 32 characters" })),
   ),
-  VOD_TRUST_PROXY: Schema.optionalWith(Flag, { default: () => false }),
+  VOD_TRUST_PROXY: Schema.optionalWith(TrustProxyVar, { default: (): TrustProxy => ({ hops: 0 }) }),
   VOD_CORS_ORIGINS: Schema.optionalWith(CorsOrigins, { default: () => [] }),
   VOD_METRICS_TOKEN: opt(
     Schema.String.pipe(Schema.minLength(16, { message: () => "must be at least 16 characters" })),
@@ -262,7 +308,11 @@ export interface HostConfig {
   /** JSON signing keys from the environment; when absent they live in dataDir. */
   readonly signingKeys?: string | undefined;
   readonly cursorSecret?: string | undefined;
-  readonly trustProxy: boolean;
+  /**
+   * The proxies whose X-Forwarded-For entries are believed: the client's address is the first
+   * from the right that is not one of theirs. `{ hops: 0 }` (the default): the socket's peer.
+   */
+  readonly trustProxy: TrustProxy;
   /** Origins the API answers CORS for (`["*"]`: any); none by default. */
   readonly corsOrigins: ReadonlyArray<string>;
   /** When set, `/metrics` needs `Authorization: Bearer <token>`. */

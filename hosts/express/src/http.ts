@@ -17,6 +17,7 @@ import parseurl from "parseurl";
 import proxyaddr from "proxy-addr";
 import parseRange from "range-parser";
 import typeis from "type-is";
+import type { TrustProxy } from "./config.js";
 import { type ErrorReply, errorReply, replyForCause, requestErrorOf, wholeRequest } from "./errors.js";
 import type { Logger } from "./logger.js";
 
@@ -73,13 +74,27 @@ export const headerOf = (req: IncomingMessage, name: string): string | undefined
   return typeof value === "string" ? value : undefined;
 };
 
-const trustAll = () => true;
 /**
- * The client's address as Express's `req.ip` reads it: the socket's peer, or with `trustProxy`
- * the first address of X-Forwarded-For (VOD_TRUST_PROXY says a load balancer sets it).
+ * Whether the address at `hop` (0: the socket's peer, then X-Forwarded-For from the right) is a
+ * trusted proxy's; undefined when none is trusted. Express's "trust proxy" takes it as it is.
  */
-export const clientIpOf = (req: IncomingMessage, trustProxy: boolean): string =>
-  (trustProxy ? proxyaddr(req, trustAll) : req.socket.remoteAddress) ?? "unknown";
+export type ProxyTrust = ((address: string, hop: number) => boolean) | undefined;
+
+/** VOD_TRUST_PROXY, compiled once: hops next to the host, or the addresses proxies call from. */
+export const proxyTrust = (trust: TrustProxy): ProxyTrust => {
+  if ("cidrs" in trust) return proxyaddr.compile([...trust.cidrs]);
+  const { hops } = trust;
+  return hops === 0 ? undefined : (_address, hop) => hop < hops;
+};
+
+/**
+ * The client's address, the one every per-IP limit counts: the first address from the right
+ * (the socket's peer, then X-Forwarded-For backwards) that is not a trusted proxy's. What lies
+ * left of it was written by the client and is never read. Express's `req.ip` is the same, given
+ * the same `trust`.
+ */
+export const clientIpOf = (req: IncomingMessage, trust: ProxyTrust): string =>
+  (trust === undefined ? req.socket.remoteAddress : proxyaddr(req, trust)) ?? "unknown";
 
 /** A reply's status and headers, as every answer here sets them. */
 const setHead = (
@@ -205,7 +220,7 @@ const sendStream = (req: HttpRequest, res: HttpResponse, stream: AsyncIterable<U
 export const handle = (
   vod: Vod,
   operation: Operation,
-  trustProxy: boolean,
+  trust: ProxyTrust,
 ): ((req: HttpRequest, res: HttpResponse) => Promise<void>) => {
   const streamed = operation.body.kind === "stream";
   const ranged = operation.reply.kind === "file";
@@ -222,7 +237,7 @@ export const handle = (
           query: queryOf(req),
           body: req.body,
           credentials: credentialsOf(req),
-          clientIp: clientIpOf(req, trustProxy),
+          clientIp: clientIpOf(req, trust),
           requestId: req.id,
           headers: req.headers,
           // One shape for every operation's request, whatever it reads.

@@ -13,6 +13,7 @@ import {
   headerOf,
   internalError,
   notFound,
+  type ProxyTrust,
   requestLog,
   sendError,
 } from "./http.js";
@@ -72,13 +73,14 @@ const sameSecret = (given: string, expected: string) =>
   );
 
 /** An Express app as the host runs each of its own: answers from its own handlers, never a default page. */
-export const hostExpress = (trustProxy = false): Express => {
+export const hostExpress = (trust?: ProxyTrust): Express => {
   const app = express();
   app.disable("x-powered-by");
   // Express's fallback error page prints the stack outside production; `internalError` answers
   // first, and this keeps the fallback silent should it ever be reached.
   app.set("env", "production");
-  app.set("trust proxy", trustProxy);
+  // The catalog's `clientIpOf` and Express's `req.ip` read the client's address the same way.
+  app.set("trust proxy", trust ?? false);
   app.set("etag", false);
   return app;
 };

@@ -19,7 +19,7 @@ describe("loadConfig", () => {
         loginFailuresPerEmailPer15Minutes: 100,
         apiPerCredentialPerMinute: 1200,
       },
-      trustProxy: false,
+      trustProxy: { hops: 0 },
     });
     expect(config.database.url).toBeUndefined();
     expect(config.redis).toEqual({ url: undefined, keyPrefix: "vod:" });
@@ -36,7 +36,7 @@ describe("loadConfig", () => {
       VOD_DATABASE_URL: "postgresql://u@db:5432/vod",
       VOD_DATABASE_POOL_SIZE: "25",
       VOD_RATE_LIMIT_AUTH_PER_MINUTE: "5",
-      VOD_TRUST_PROXY: "true",
+      VOD_TRUST_PROXY: "2",
       VOD_REDIS_URL: "rediss://default:secret@cache.internal:6378/2",
       VOD_REDIS_KEY_PREFIX: "vod-eu:",
       VOD_HEAP_GROWING_PERCENT: "0",
@@ -50,7 +50,7 @@ describe("loadConfig", () => {
       redis: { url: "rediss://default:secret@cache.internal:6378/2", keyPrefix: "vod-eu:" },
       heapGrowingPercent: 0,
       rateLimits: { authPerIpPerMinute: 5 },
-      trustProxy: true,
+      trustProxy: { hops: 2 },
     });
   });
 
@@ -72,6 +72,31 @@ describe("loadConfig", () => {
         expect(message).toContain(`${name}:`);
       expect(message).toContain("VOD_REDIS_URL: must be a redis:// or rediss:// URL");
     }
+  });
+});
+
+describe("VOD_TRUST_PROXY", () => {
+  it("takes a number of hops or a comma-separated list of CIDRs and addresses", () => {
+    expect(loadConfig({ VOD_TRUST_PROXY: "1" }).trustProxy).toEqual({ hops: 1 });
+    expect(loadConfig({ VOD_TRUST_PROXY: "0" }).trustProxy).toEqual({ hops: 0 });
+    expect(loadConfig({ VOD_TRUST_PROXY: "false" }).trustProxy).toEqual({ hops: 0 });
+    expect(loadConfig({ VOD_TRUST_PROXY: "10.0.0.0/8, 2001:db8::/32,192.0.2.7" }).trustProxy).toEqual({
+      cidrs: ["10.0.0.0/8", "2001:db8::/32", "192.0.2.7"],
+    });
+  });
+
+  it("refuses true, which let the client choose its address, naming the new forms", () => {
+    expect(() => loadConfig({ VOD_TRUST_PROXY: "true" })).toThrow(ConfigError);
+    expect(() => loadConfig({ VOD_TRUST_PROXY: "true" })).toThrow(
+      /VOD_TRUST_PROXY: true is no longer accepted.*number of trusted proxy hops.*comma-separated list of trusted CIDRs/,
+    );
+  });
+
+  it("refuses what is neither a number of hops nor addresses", () => {
+    for (const bad of ["yes", "10.0.0.0/33", "10.0.0.0/8,", "-1", "1.5", "example.com"])
+      expect(() => loadConfig({ VOD_TRUST_PROXY: bad }), bad).toThrow(
+        /VOD_TRUST_PROXY: must be the number of trusted proxy hops/,
+      );
   });
 });
 

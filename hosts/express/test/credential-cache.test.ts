@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { type ManualClock, manualClock, memoryStorage } from "@vod/adapter-memory";
 import { redisBackdoor } from "@vod/adapter-redis/testing";
-import { temporarySchemas } from "@vod/contract-tests";
+import { fakeMediaProcessor, temporarySchemas } from "@vod/contract-tests";
 import { CREDENTIAL_CACHE_MS, type Revocation } from "@vod/core";
 import { Effect } from "effect";
 import { afterAll, describe, expect, it } from "vitest";
@@ -56,6 +56,16 @@ const openAccount = async (url: string): Promise<Account> => {
     key: { "x-api-key": key.body.key },
     keyId: key.body.id,
   };
+};
+
+/** A request to an absolute URL: its status, and its body when it is JSON. */
+const send = async (url: string, init: RequestInit = {}) => {
+  const res = await fetch(url, init);
+  const text = await res.text();
+  const json = /^application\/json\b/.test(res.headers.get("content-type") ?? "")
+    ? JSON.parse(text)
+    : undefined;
+  return { status: res.status, json };
 };
 
 const status = async (url: string, headers: Record<string, string>) =>
@@ -123,8 +133,11 @@ describeWith(
       await schemas.dropAll();
     });
 
-    /** Three hosts on one database (one data directory: the same signing keys): a and b with Redis, c without. */
-    const cluster = async () => {
+    /**
+     * Three hosts on one database (one data directory: the same signing keys and objects): a and
+     * b with Redis, c without; with `worker`, a processes uploads with the fake media processor.
+     */
+    const cluster = async ({ worker = false } = {}) => {
       const dataDir = await mkdtemp(join(tmpdir(), "vod-cred-pg-"));
       const schema = schemas.fresh();
       const env = {
@@ -135,9 +148,19 @@ describeWith(
       };
       const withRedis = { ...env, VOD_REDIS_URL: redisUrl, VOD_REDIS_KEY_PREFIX: prefix };
       const hosts: Array<{ host: RunningHost; clock: ManualClock }> = [];
-      for (const config of [withRedis, withRedis, env]) {
+      for (const config of [
+        worker ? { ...withRedis, VOD_WORKER_CONCURRENCY: "1" } : withRedis,
+        withRedis,
+        env,
+      ]) {
         const clock = manualClock(Date.now());
-        hosts.push({ host: await startHost(loadConfig(config), { clock }), clock });
+        hosts.push({
+          host: await startHost(loadConfig(config), {
+            clock,
+            ...(worker ? { mediaProcessor: fakeMediaProcessor() } : {}),
+          }),
+          clock,
+        });
       }
       closing.push(async () => {
         for (const { host } of hosts) await host.close(1_000);
@@ -223,6 +246,128 @@ describeWith(
           }),
       );
     }, 60_000);
+
+    it("a suspended tenant's playback, licence, telemetry and part PUTs: refused at once on every node told, after the cache's life on one that was not", async () => {
+      const nodes = await cluster({ worker: true });
+      const { a, b, c } = nodes;
+      await subscribed(a.host, b.host);
+      const account = await openAccount(a.host.url);
+      const headers = account.key;
+      /** The same path and query on another node. */
+      const on = (host: RunningHost, url: string) => {
+        const { pathname, search } = new URL(url);
+        return `${host.url}${pathname}${search}`;
+      };
+      const bytes = new Uint8Array(2_000).fill(5);
+      const upload = async (drm: boolean) => {
+        const asset = await call(a.host.url, "/v1/assets", { headers, body: { title: "suspend", drm } });
+        expect(asset.status).toBe(201);
+        const started = await call(a.host.url, "/v1/uploads", {
+          headers,
+          body: { asset_id: asset.body.asset.id, size_bytes: bytes.byteLength },
+        });
+        expect(started.status).toBe(201);
+        return { assetId: asset.body.asset.id as string, upload: started.body.upload };
+      };
+      const put = async (url: string) => (await send(url, { method: "PUT", body: bytes })).status;
+
+      const protectedAsset = await upload(true);
+      expect(await put(on(a.host, protectedAsset.upload.parts[0].url))).toBe(200);
+      const completed = await call(a.host.url, `/v1/uploads/${protectedAsset.upload.id}/complete`, {
+        headers,
+        body: {},
+      });
+      expect(completed.status).toBe(200);
+      for (let i = 0; ; i++) {
+        const asset = await call(a.host.url, `/v1/assets/${protectedAsset.assetId}`, { headers });
+        if (asset.body.asset.status === "ready") break;
+        if (asset.body.asset.status === "failed" || i > 600) throw new Error("the asset never became ready");
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const played = await call(a.host.url, "/v1/playback/sessions", {
+        headers,
+        body: { asset_id: protectedAsset.assetId },
+      });
+      expect(played.status).toBe(201);
+      const { token, urls } = played.body;
+      const master = await (await fetch(on(a.host, urls.manifest))).text();
+      const mediaUrl = new URL(
+        master.split("\n").find((l) => l !== "" && !l.startsWith("#")) ?? "",
+        on(a.host, urls.manifest),
+      );
+      const media = await (await fetch(mediaUrl)).text();
+      const segment = new URL(media.split("\n").find((l) => l.endsWith(".m4s")) ?? "", mediaUrl).toString();
+      const kid = Buffer.from(
+        /URI="data:text\/plain;base64,([^"]+)"/.exec(media)?.[1] ?? "",
+        "base64",
+      ).toString("base64url");
+      const pending = await upload(false);
+      const partUrl = pending.upload.parts[0].url as string;
+
+      const entitle = (host: RunningHost) =>
+        send(`${host.url}/v1/drm/entitlement`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${token}` },
+        });
+      // A licence token issued while the tenant was active, as a player holds one.
+      const licenceHeaders: Record<string, string> = (await entitle(a.host)).json?.license_headers;
+
+      /** Every playback request and a part PUT on `host`, each one's status. */
+      const statuses = async (host: RunningHost) => ({
+        manifest: (await send(on(host, urls.manifest))).status,
+        playlist: (await send(on(host, mediaUrl.toString()))).status,
+        segment: (await send(on(host, segment))).status,
+        entitlement: (await entitle(host)).status,
+        licence: (
+          await send(`${host.url}/v1/drm/clearkey/license`, {
+            method: "POST",
+            headers: { "content-type": "application/json", ...licenceHeaders },
+            body: JSON.stringify({ kids: [kid] }),
+          })
+        ).status,
+        telemetry: (
+          await send(`${host.url}/v1/telemetry`, {
+            method: "POST",
+            headers: { "content-type": "text/plain" },
+            body: JSON.stringify({ token, events: [{ event: "heartbeat", ts_ms: 1, playhead_ms: 0 }] }),
+          })
+        ).status,
+        part: await put(on(host, partUrl)),
+      });
+      const served = {
+        manifest: 200,
+        playlist: 200,
+        segment: 200,
+        entitlement: 200,
+        licence: 200,
+        telemetry: 204,
+        part: 200,
+      };
+      const refused = {
+        manifest: 403,
+        playlist: 403,
+        segment: 403,
+        entitlement: 403,
+        licence: 403,
+        telemetry: 401,
+        part: 403,
+      };
+      for (const { host } of [a, b, c]) expect(await statuses(host)).toEqual(served);
+
+      const toldB = heard(b.host, (r) => r.kind === "tenant" && r.id === account.tenantId);
+      await Effect.runPromise(a.host.vod.tenants.suspend(account.tenantId));
+      await toldB;
+      for (const { host } of [a, b]) expect(await statuses(host)).toEqual(refused);
+      // c hears nothing (no Redis): it serves from what it cached until the cache's life is over.
+      expect((await send(on(c.host, urls.manifest))).status).toBe(200);
+      c.clock.advance(CREDENTIAL_CACHE_MS);
+      expect(await statuses(c.host)).toEqual(refused);
+
+      const activated = heard(b.host, (r) => r.kind === "tenant" && r.id === account.tenantId);
+      await Effect.runPromise(a.host.vod.tenants.activate(account.tenantId));
+      await activated;
+      for (const { host } of [a, b]) expect(await statuses(host)).toEqual(served);
+    }, 90_000);
 
     it("a tenant suspended with `vod tenant suspend`: 403 at once on every node told, after the cache's life on one that was not", async () => {
       const { a, b, c, env, account } = await warmCluster();

@@ -146,7 +146,8 @@ describe("deploy files", () => {
     expect(api?.livenessProbe?.httpGet?.path).toBe("/healthz");
     const apiConfig = loadConfig(withSecrets(api!));
     expect(apiConfig.jobs.workerConcurrency).toBe(0);
-    expect(apiConfig.trustProxy).toBe(true);
+    // Cloud Run's front end is the one proxy: the client is the last X-Forwarded-For entry.
+    expect(apiConfig.trustProxy).toEqual({ hops: 1 });
     expect(apiConfig.redis.url).toMatch(/^rediss:/);
     expect(apiConfig.database.url).toContain("host=/cloudsql/");
     expect(apiConfig.baseUrl).toMatch(/^https:/);
