@@ -1,4 +1,9 @@
-import { idempotencyKeysSql, rowLevelSecuritySql, tenantOwnedTablesSql } from "./row-level-security.js";
+import {
+  idempotencyKeysSql,
+  idempotencyPrincipalSql,
+  rowLevelSecuritySql,
+  tenantOwnedTablesSql,
+} from "./row-level-security.js";
 import type { Queryable, SqlDatabase } from "./sql.js";
 import { withStartupLock } from "./startup-lock.js";
 
@@ -231,6 +236,7 @@ CREATE INDEX webhook_deliveries_webhook_idx
 ${tenantOwnedTablesSql(["webhooks", "webhook_deliveries"])}
 `,
   },
+  { version: 8, name: "idempotency keys per principal", sql: idempotencyPrincipalSql },
 ];
 
 /**
