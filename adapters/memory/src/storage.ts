@@ -130,9 +130,7 @@ const repositoriesOver = (s: MemoryState): Repositories => ({
           .filter(
             (k) =>
               k.tenant_id === tenantId &&
-              (filter?.status === undefined ||
-                (filter.status === "revoked") === (apiKeyStatus(k, filter.now) === "revoked")) &&
-              (filter?.status !== "active" || apiKeyStatus(k, filter.now) === "active"),
+              (filter?.status === undefined || apiKeyStatus(k, filter.now) === filter.status),
           )
           .sort(byNewest)
           .slice(0, limit),
