@@ -32,9 +32,16 @@ export interface StorageBackdoor {
   contentKey(assetId: string): Promise<ContentKey | undefined>;
   /** The webhook as stored, a deleted one too (deleted_at set). */
   webhook(id: string): Promise<Webhook | undefined>;
+  /**
+   * The tenant's Idempotency-Key records as stored, every column or field (principal, key,
+   * fingerprint, status, body), for checks of what they hold.
+   */
+  idempotencyRecords(tenantId: string): Promise<ReadonlyArray<Record<string, unknown>>>;
   /** Every job the queue holds, in any state. */
   jobs(): Promise<ReadonlyArray<{ name: string; data: unknown; state: string }>>;
   /** Fixture writes the API has no operation for. */
   insertUser(user: UserRecord): Promise<void>;
+  /** Many keys at once (a tenant with hundreds of revoked keys), as given. */
+  insertApiKeys(keys: ReadonlyArray<ApiKey>): Promise<void>;
   setTenantStatus(id: string, status: TenantStatus): Promise<void>;
 }

@@ -207,6 +207,43 @@ export const describeStorage = (name: string, makeSubject: () => Promise<Storage
         expect(listed.map((k) => k.created_at)).toEqual([3, 2]);
       });
 
+      it("lists only the active or only the revoked keys when asked, and counts the active ones", async () => {
+        const { tenant } = await tenantWithUser();
+        const { tenant: other } = await tenantWithUser();
+        const active = anApiKey(tenant, { created_at: 1 });
+        const revoked = anApiKey(tenant, { created_at: 2, revoked_at: 3 });
+        const expired = anApiKey(tenant, { created_at: 3, expires_at: 50 });
+        const expiring = anApiKey(tenant, { created_at: 4, expires_at: 500 });
+        for (const k of [active, revoked, expired, expiring, anApiKey(other)])
+          await run(storage.apiKeys.insert(k));
+        const ids = async (status?: "active" | "revoked") =>
+          (await run(storage.apiKeys.list(tenant.id, 10, { ...(status ? { status } : {}), now: 100 }))).map(
+            (k) => k.id,
+          );
+        expect(await ids()).toEqual([expiring.id, expired.id, revoked.id, active.id]);
+        expect(await ids("active")).toEqual([expiring.id, active.id]);
+        expect(await ids("revoked")).toEqual([revoked.id]);
+        expect(await run(storage.apiKeys.countActive(tenant.id, 100))).toBe(2);
+        expect(await run(storage.apiKeys.countActive(tenant.id, 600))).toBe(1);
+        expect(await run(storage.apiKeys.countActive(other.id, 100))).toBe(1);
+      });
+
+      it("makes transactions that lock the tenant take turns: a count and its insert are one decision", async () => {
+        const { tenant } = await tenantWithUser();
+        const createUnderTwo = () =>
+          storage.transaction((tx) =>
+            Effect.gen(function* () {
+              yield* tx.tenants.lock(tenant.id);
+              if ((yield* tx.apiKeys.countActive(tenant.id, 0)) >= 2) return false;
+              yield* tx.apiKeys.insert(anApiKey(tenant));
+              return true;
+            }),
+          );
+        const made = await Promise.all(Array.from({ length: 6 }, () => run(createUnderTwo())));
+        expect(made.filter(Boolean)).toHaveLength(2);
+        expect(await run(storage.apiKeys.countActive(tenant.id, 0))).toBe(2);
+      });
+
       it("revokes once, touches last_used_at, and keeps other tenants out", async () => {
         const { tenant } = await tenantWithUser();
         const { tenant: other } = await tenantWithUser();
@@ -356,26 +393,55 @@ export const describeStorage = (name: string, makeSubject: () => Promise<Storage
     describe("idempotency keys", () => {
       const times = (now: number) => ({ now, lockedUntil: now + 100, expiresAt: now + 1_000 });
 
+      it("keeps a key per principal: another principal of the tenant with the same key claims its own", async () => {
+        const { tenant } = await tenantWithUser();
+        const keys = storage.idempotencyKeys;
+        expect(await run(keys.claim(tenant.id, "api_key:a", "k", "f", times(0)))).toEqual({
+          _tag: "Claimed",
+        });
+        await run(
+          keys.complete(tenant.id, "api_key:a", "k", "f", { status: 201, body: { key: "sealed:x" } }),
+        );
+        expect(await run(keys.claim(tenant.id, "api_key:b", "k", "f", times(1)))).toEqual({
+          _tag: "Claimed",
+        });
+        expect(await run(keys.claim(tenant.id, "user:a", "k", "f", times(1)))).toEqual({ _tag: "Claimed" });
+        // Releasing one principal's claim leaves the others' records as they are.
+        await run(keys.release(tenant.id, "api_key:b", "k", "f"));
+        expect(await run(keys.claim(tenant.id, "api_key:a", "k", "f", times(2)))).toEqual({
+          _tag: "Done",
+          fingerprint: "f",
+          response: { status: 201, body: { key: "sealed:x" } },
+        });
+        expect(await run(keys.claim(tenant.id, "user:a", "k", "f", times(2)))).toEqual({
+          _tag: "Running",
+          fingerprint: "f",
+        });
+        expect(await run(keys.claim(tenant.id, "api_key:b", "k", "g", times(2)))).toEqual({
+          _tag: "Claimed",
+        });
+      });
+
       it("claims a key once; then answers running, and after completion the stored response", async () => {
         const { tenant } = await tenantWithUser();
         const { tenant: other } = await tenantWithUser();
         const keys = storage.idempotencyKeys;
-        expect(await run(keys.claim(tenant.id, "k", "f1", times(0)))).toEqual({ _tag: "Claimed" });
-        expect(await run(keys.claim(tenant.id, "k", "f2", times(1)))).toEqual({
+        expect(await run(keys.claim(tenant.id, "p", "k", "f1", times(0)))).toEqual({ _tag: "Claimed" });
+        expect(await run(keys.claim(tenant.id, "p", "k", "f2", times(1)))).toEqual({
           _tag: "Running",
           fingerprint: "f1",
         });
         // Keys are per tenant.
-        expect(await run(keys.claim(other.id, "k", "f2", times(1)))).toEqual({ _tag: "Claimed" });
+        expect(await run(keys.claim(other.id, "p", "k", "f2", times(1)))).toEqual({ _tag: "Claimed" });
         const response = { status: 201, body: { asset: { id: "ast_1", title: "é" } } };
-        await run(keys.complete(tenant.id, "k", "f1", response));
-        expect(await run(keys.claim(tenant.id, "k", "f1", times(2)))).toEqual({
+        await run(keys.complete(tenant.id, "p", "k", "f1", response));
+        expect(await run(keys.claim(tenant.id, "p", "k", "f1", times(2)))).toEqual({
           _tag: "Done",
           fingerprint: "f1",
           response,
         });
-        await run(keys.complete(other.id, "k", "f2", { status: 204, body: null }));
-        expect(await run(keys.claim(other.id, "k", "f2", times(2)))).toEqual({
+        await run(keys.complete(other.id, "p", "k", "f2", { status: 204, body: null }));
+        expect(await run(keys.claim(other.id, "p", "k", "f2", times(2)))).toEqual({
           _tag: "Done",
           fingerprint: "f2",
           response: { status: 204, body: null },
@@ -386,7 +452,7 @@ export const describeStorage = (name: string, makeSubject: () => Promise<Storage
         const { tenant } = await tenantWithUser();
         const claims = await Promise.all(
           Array.from({ length: 10 }, () =>
-            run(storage.idempotencyKeys.claim(tenant.id, "race", "f", times(0))),
+            run(storage.idempotencyKeys.claim(tenant.id, "p", "race", "f", times(0))),
           ),
         );
         expect(claims.filter((c) => c._tag === "Claimed")).toHaveLength(1);
@@ -395,18 +461,18 @@ export const describeStorage = (name: string, makeSubject: () => Promise<Storage
       it("frees a released key, takes over a running one past its lock, and forgets expired records", async () => {
         const { tenant } = await tenantWithUser();
         const keys = storage.idempotencyKeys;
-        await run(keys.claim(tenant.id, "r", "f", times(0)));
-        await run(keys.release(tenant.id, "r", "f"));
-        expect(await run(keys.claim(tenant.id, "r", "g", times(1)))).toEqual({ _tag: "Claimed" });
+        await run(keys.claim(tenant.id, "p", "r", "f", times(0)));
+        await run(keys.release(tenant.id, "p", "r", "f"));
+        expect(await run(keys.claim(tenant.id, "p", "r", "g", times(1)))).toEqual({ _tag: "Claimed" });
         // Its node died: past lockedUntil another request may run.
-        expect(await run(keys.claim(tenant.id, "r", "h", times(101)))).toEqual({ _tag: "Claimed" });
-        await run(keys.complete(tenant.id, "r", "h", { status: 200, body: {} }));
+        expect(await run(keys.claim(tenant.id, "p", "r", "h", times(101)))).toEqual({ _tag: "Claimed" });
+        await run(keys.complete(tenant.id, "p", "r", "h", { status: 200, body: {} }));
         // Past expiresAt the record counts as absent, and the sweep deletes it.
-        expect(await run(keys.claim(tenant.id, "r", "i", times(5_000)))).toEqual({ _tag: "Claimed" });
-        await run(keys.claim(tenant.id, "s", "f", times(0)));
+        expect(await run(keys.claim(tenant.id, "p", "r", "i", times(5_000)))).toEqual({ _tag: "Claimed" });
+        await run(keys.claim(tenant.id, "p", "s", "f", times(0)));
         expect(await run(keys.deleteExpired(3_000, 100))).toBeGreaterThanOrEqual(1);
-        expect(await run(keys.claim(tenant.id, "s", "g", times(3_001)))).toEqual({ _tag: "Claimed" });
-        expect(await run(keys.claim(tenant.id, "r", "j", times(5_001)))).toEqual({
+        expect(await run(keys.claim(tenant.id, "p", "s", "g", times(3_001)))).toEqual({ _tag: "Claimed" });
+        expect(await run(keys.claim(tenant.id, "p", "r", "j", times(5_001)))).toEqual({
           _tag: "Running",
           fingerprint: "i",
         });
@@ -504,6 +570,8 @@ export const describeStorage = (name: string, makeSubject: () => Promise<Storage
         expect(await run(storage.webhooks.remove(tenant.id, old.id, 31))).toBe(false);
         expect(Option.isNone(await run(storage.webhooks.get(tenant.id, old.id)))).toBe(true);
         expect(await run(storage.webhooks.list(tenant.id, 10))).toEqual([recent]);
+        expect(await run(storage.webhooks.count(tenant.id))).toBe(1);
+        expect(await run(storage.webhooks.count(other.id))).toBe(0);
       });
 
       it("deletes every live webhook of a tenant at once, keeping earlier deletions and other tenants' webhooks", async () => {

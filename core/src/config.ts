@@ -43,6 +43,16 @@ export interface VodConfig {
     /** How long after an event its delivery is retried before it fails for good. */
     readonly retryForMs: number;
   };
+  /**
+   * What one tenant may hold at once (DECISIONS "Account security"): past it a create is 409
+   * conflict, `details.reason: "quota_exceeded"`. Bounded, so that no list hides a credential.
+   */
+  readonly quotas: {
+    /** API keys neither revoked nor expired. */
+    readonly activeApiKeysPerTenant: number;
+    /** Webhooks not deleted. */
+    readonly webhooksPerTenant: number;
+  };
   readonly rateLimits: {
     /** One bucket per client IP shared by signup, login, google and refresh. */
     readonly authPerIpPerMinute: number;
@@ -79,5 +89,6 @@ export const defaultConfig = (secrets: {
   keySystems: {},
   processing: { maxSourceDurationMs: 6 * 60 * 60 * 1000, maxAttempts: 3, maxRunMs: 12 * 60 * 60 * 1000 },
   webhooks: { retryBaseMs: 30_000, retryForMs: 24 * 60 * 60 * 1000 },
+  quotas: { activeApiKeysPerTenant: 200, webhooksPerTenant: 20 },
   rateLimits: defaultRateLimits,
 });

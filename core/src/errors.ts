@@ -17,8 +17,14 @@ export class NotFound extends Data.TaggedError("NotFound")<{ readonly message: s
 
 export class UploadInProgress extends Data.TaggedError("UploadInProgress")<{ readonly message: string }> {}
 
-/** The spec's "conflict-type error": duplicate email, identity linked elsewhere, and the like. */
-export class Conflict extends Data.TaggedError("Conflict")<{ readonly message: string }> {}
+/**
+ * The spec's "conflict-type error": duplicate email, identity linked elsewhere, and the like.
+ * `details.reason` names a conflict a client acts on (`quota_exceeded`).
+ */
+export class Conflict extends Data.TaggedError("Conflict")<{
+  readonly message: string;
+  readonly details?: Record<string, unknown>;
+}> {}
 
 export class RateLimited extends Data.TaggedError("RateLimited")<{
   readonly message: string;

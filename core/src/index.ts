@@ -1,6 +1,8 @@
 export {
   IDEMPOTENCY_KEY_LIFETIME_MS,
   IDEMPOTENT_REPLAYED_HEADER,
+  type IdempotencyRule,
+  idempotencyPrincipal,
   sweepIdempotencyKeys,
 } from "./api/idempotency.js";
 export { openApiDocument } from "./api/openapi.js";

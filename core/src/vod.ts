@@ -10,8 +10,9 @@ import { makeTenants } from "./use-cases/tenants.js";
 import { makeUploads } from "./use-cases/uploads.js";
 import { makeWebhooks } from "./use-cases/webhooks.js";
 
-export type VodConfigInput = Partial<Omit<VodConfig, "rateLimits" | "processing" | "webhooks">> & {
+export type VodConfigInput = Partial<Omit<VodConfig, "rateLimits" | "processing" | "webhooks" | "quotas">> & {
   readonly rateLimits?: Partial<VodConfig["rateLimits"]>;
+  readonly quotas?: Partial<VodConfig["quotas"]>;
   readonly processing?: Partial<VodConfig["processing"]>;
   readonly webhooks?: Partial<VodConfig["webhooks"]>;
 };
@@ -44,6 +45,7 @@ export const resolveConfig = (ports: VodPorts, input: VodConfigInput = {}): VodC
     rateLimits: { ...base.rateLimits, ...input.rateLimits },
     processing: { ...base.processing, ...input.processing },
     webhooks: { ...base.webhooks, ...input.webhooks },
+    quotas: { ...base.quotas, ...input.quotas },
   };
 };
 
@@ -57,7 +59,7 @@ export const createVod = (ports: VodPorts, configInput?: VodConfigInput): Vod =>
     ports,
     authenticate: credentials.authenticate,
     accounts: makeAccounts(ports, config, credentials.forget),
-    apiKeys: makeApiKeys(ports, credentials.forget),
+    apiKeys: makeApiKeys(ports, config, credentials.forget),
     tenants: makeTenants(ports, credentials.forget),
     assets: makeAssets(ports, config, playback.endForAsset),
     uploads: makeUploads(ports, config, credentials.tenantIsActive),

@@ -81,6 +81,18 @@ describe("OpenAPI document", () => {
     });
   });
 
+  it("documents the status filter of the API key list", () => {
+    const list = at("/v1/api-keys", "get");
+    expect(list.parameters).toEqual([
+      {
+        name: "status",
+        in: "query",
+        required: false,
+        schema: { type: "string", enum: ["active", "revoked"] },
+      },
+    ]);
+  });
+
   it("documents Idempotency-Key on authenticated POSTs only, and Idempotent-Replayed on their success", () => {
     const key = (op: Op) => op.parameters?.find((p) => p.name === "Idempotency-Key");
     const create = at("/v1/assets", "post");
@@ -92,6 +104,9 @@ describe("OpenAPI document", () => {
     expect(resolve(create.responses["201"] as Json).headers).toHaveProperty("Idempotent-Replayed");
     expect(key(at("/v1/uploads/{id}/complete", "post"))).toBeDefined();
     expect(key(at("/v1/auth/signup", "post"))).toBeUndefined();
+    // Never recorded: a replay would leave the session or the password as it was.
+    expect(key(at("/v1/auth/logout", "post"))).toBeUndefined();
+    expect(key(at("/v1/auth/password", "post"))).toBeUndefined();
     expect(key(at("/v1/assets", "get"))).toBeUndefined();
     expect(key(at("/v1/assets/{id}", "patch"))).toBeUndefined();
   });
@@ -147,6 +162,9 @@ describe("OpenAPI document", () => {
       Object.keys(at(path, method).responses).sort().join(" ");
     expect(statuses("/v1/uploads", "post")).toBe("201 400 401 403 404 409 413 429 503");
     expect(statuses("/v1/auth/signup", "post")).toBe("201 400 409 413 429 503");
+    // Past the tenant's quota.
+    expect(statuses("/v1/api-keys", "post")).toBe("201 400 401 403 409 413 429 503");
+    expect(statuses("/v1/webhooks", "post")).toBe("201 400 401 403 409 413 429 503");
     expect(statuses("/v1/auth/me", "get")).toBe("200 400 401 403 413 429 503");
     expect(statuses("/v1/assets/{id}", "get")).toBe("200 400 401 403 404 413 429 503");
     expect(statuses("/v1/play/{token}/{path}", "get")).toBe("200 206 302 400 401 403 404 416 503");

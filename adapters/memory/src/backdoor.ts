@@ -19,10 +19,20 @@ export const memoryBackdoor = (storage: MemoryStorage) => {
     playbackSession: async (id: string) => s.playbackSessions.get(id),
     contentKey: async (assetId: string) => [...s.contentKeys.values()].find((k) => k.asset_id === assetId),
     webhook: async (id: string) => s.webhooks.get(id),
+    idempotencyRecords: async (tenantId: string) =>
+      [...s.idempotencyKeys.values()]
+        .filter((r) => r.tenantId === tenantId)
+        .map((r): Record<string, unknown> => ({ ...r })),
     jobs: async () => [...s.jobs.values()].map(({ name, data, state }) => ({ name, data, state })),
     insertUser: async (user: Parameters<MemoryState["users"]["set"]>[1]) => {
       s.users.set(user.id, user);
       s.usersByEmail.set(normalizeEmail(user.email), user.id);
+    },
+    insertApiKeys: async (keys: ReadonlyArray<Parameters<MemoryState["apiKeys"]["set"]>[1]>) => {
+      for (const key of keys) {
+        s.apiKeys.set(key.id, key);
+        s.apiKeysByHash.set(key.key_hash, key.id);
+      }
     },
     setTenantStatus: async (id: string, status: "active" | "suspended") => {
       const tenant = s.tenants.get(id);

@@ -33,6 +33,10 @@ export interface MemoryJob {
 
 /** An Idempotency-Key record as the memory adapter keeps it. */
 export interface MemoryIdempotencyRecord {
+  readonly tenantId: string;
+  /** Whose record it is: an API key or a user (`idempotencyPrincipal`). */
+  readonly principal: string;
+  readonly key: string;
   readonly fingerprint: string;
   /** Null while the first request runs. */
   readonly response: IdempotentResponse | null;
@@ -58,7 +62,7 @@ export interface MemoryState {
   readonly playbackSessions: Map<string, PlaybackSession>;
   /** `${tenant_id}/${asset_id}` -> key. */
   readonly contentKeys: Map<string, ContentKey>;
-  /** `${tenant_id}\n${key}` -> record. */
+  /** JSON `[tenant_id, principal, key]` -> record. */
   readonly idempotencyKeys: Map<string, MemoryIdempotencyRecord>;
   readonly webhooks: Map<string, Webhook>;
   readonly webhookDeliveries: Map<string, WebhookDelivery>;

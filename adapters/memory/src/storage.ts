@@ -1,5 +1,6 @@
 import {
   type Asset,
+  apiKeyStatus,
   Conflict,
   type IdempotencyClaim,
   normalizeEmail,
@@ -24,6 +25,10 @@ const ofTenant =
   (o: Option.Option<V>) =>
     Option.filter(o, (v) => v.tenant_id === tenantId);
 
+/** The map key of an Idempotency-Key record: JSON, so that no two owners' keys read alike. */
+const idempotencyId = (tenantId: string, principal: string, key: string) =>
+  JSON.stringify([tenantId, principal, key]);
+
 /** Repositories straight over the state; `memoryStorage` adds locking and transactions. */
 let jobCounter = 0;
 
@@ -36,6 +41,8 @@ const repositoriesOver = (s: MemoryState): Repositories => ({
         const tenant = s.tenants.get(id);
         if (tenant) s.tenants.set(id, { ...tenant, status });
       }),
+    // A transaction holds the storage's one lock throughout: nothing else runs meanwhile.
+    lock: () => Effect.void,
   },
   users: {
     insert: (user) =>
@@ -117,13 +124,24 @@ const repositoriesOver = (s: MemoryState): Repositories => ({
         const id = s.apiKeysByHash.get(hash);
         return Option.fromNullable(id === undefined ? undefined : s.apiKeys.get(id));
       }),
-    list: (tenantId, limit) =>
+    list: (tenantId, limit, filter) =>
       Effect.sync(() =>
         [...s.apiKeys.values()]
-          .filter((k) => k.tenant_id === tenantId)
+          .filter(
+            (k) =>
+              k.tenant_id === tenantId &&
+              (filter?.status === undefined || apiKeyStatus(k, filter.now) === filter.status),
+          )
           .sort(byNewest)
           .slice(0, limit),
       ),
+    countActive: (tenantId, now) =>
+      Effect.sync(() => {
+        let active = 0;
+        for (const k of s.apiKeys.values())
+          if (k.tenant_id === tenantId && apiKeyStatus(k, now) === "active") active++;
+        return active;
+      }),
     revoke: (tenantId, id, at) =>
       Effect.sync(() => {
         const key = s.apiKeys.get(id);
@@ -243,27 +261,35 @@ const repositoriesOver = (s: MemoryState): Repositories => ({
       }),
   },
   idempotencyKeys: {
-    claim: (tenantId, key, fingerprint, { now, lockedUntil, expiresAt }) =>
+    claim: (tenantId, principal, key, fingerprint, { now, lockedUntil, expiresAt }) =>
       Effect.sync((): IdempotencyClaim => {
-        const id = `${tenantId}\n${key}`;
+        const id = idempotencyId(tenantId, principal, key);
         const held = s.idempotencyKeys.get(id);
         if (held && held.expiresAt > now && (held.response !== null || held.lockedUntil > now))
           return held.response === null
             ? { _tag: "Running", fingerprint: held.fingerprint }
             : { _tag: "Done", fingerprint: held.fingerprint, response: held.response };
-        s.idempotencyKeys.set(id, { fingerprint, response: null, lockedUntil, expiresAt });
+        s.idempotencyKeys.set(id, {
+          tenantId,
+          principal,
+          key,
+          fingerprint,
+          response: null,
+          lockedUntil,
+          expiresAt,
+        });
         return { _tag: "Claimed" };
       }),
-    complete: (tenantId, key, fingerprint, response) =>
+    complete: (tenantId, principal, key, fingerprint, response) =>
       Effect.sync(() => {
-        const id = `${tenantId}\n${key}`;
+        const id = idempotencyId(tenantId, principal, key);
         const held = s.idempotencyKeys.get(id);
         if (held?.fingerprint === fingerprint && held.response === null)
           s.idempotencyKeys.set(id, { ...held, response });
       }),
-    release: (tenantId, key, fingerprint) =>
+    release: (tenantId, principal, key, fingerprint) =>
       Effect.sync(() => {
-        const id = `${tenantId}\n${key}`;
+        const id = idempotencyId(tenantId, principal, key);
         const held = s.idempotencyKeys.get(id);
         if (held?.fingerprint === fingerprint && held.response === null) s.idempotencyKeys.delete(id);
       }),
@@ -301,6 +327,12 @@ const repositoriesOver = (s: MemoryState): Repositories => ({
           .sort(byNewest)
           .slice(0, limit),
       ),
+    count: (tenantId) =>
+      Effect.sync(() => {
+        let live = 0;
+        for (const w of s.webhooks.values()) if (w.tenant_id === tenantId && w.deleted_at === null) live++;
+        return live;
+      }),
     listSubscribed: (tenantId, type) =>
       Effect.sync(() =>
         [...s.webhooks.values()].filter(

@@ -38,6 +38,12 @@ export const postgresBackdoor = (sql: Queryable & { readonly schema?: string | u
     contentKey: (assetId: string) =>
       first<Core.ContentKey>("SELECT * FROM content_keys WHERE asset_id = $1", [assetId]),
     webhook: (id: string) => first<Core.Webhook>("SELECT * FROM webhooks WHERE id = $1", [id]),
+    idempotencyRecords: async (tenantId: string) =>
+      (
+        await sql.query<Record<string, unknown>>("SELECT * FROM idempotency_keys WHERE tenant_id = $1", [
+          tenantId,
+        ])
+      ).rows,
     // pg-boss keeps its jobs in a schema of its own, named after ours (see jobs.ts).
     jobs: async () =>
       (
@@ -50,6 +56,29 @@ export const postgresBackdoor = (sql: Queryable & { readonly schema?: string | u
         `INSERT INTO users (id, tenant_id, email, email_verified, name, role, password_hash, created_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
         [u.id, u.tenant_id, u.email, u.email_verified, u.name, u.role, u.password_hash, u.created_at],
+      );
+    },
+    // One statement for them all: unnest of one array per column.
+    insertApiKeys: async (keys: ReadonlyArray<Core.ApiKey>) => {
+      const column = <K extends keyof Core.ApiKey>(name: K) => keys.map((k) => k[name]);
+      await sql.query(
+        `INSERT INTO api_keys (id, tenant_id, name, prefix, scopes, key_hash, last_used_at, expires_at, revoked_at, created_at)
+         SELECT id, tenant_id, name, prefix, string_to_array(scopes, ','), key_hash, last_used_at, expires_at, revoked_at, created_at
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                     $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[])
+           AS k(id, tenant_id, name, prefix, scopes, key_hash, last_used_at, expires_at, revoked_at, created_at)`,
+        [
+          column("id"),
+          column("tenant_id"),
+          column("name"),
+          column("prefix"),
+          keys.map((k) => k.scopes.join(",")),
+          column("key_hash"),
+          column("last_used_at"),
+          column("expires_at"),
+          column("revoked_at"),
+          column("created_at"),
+        ],
       );
     },
     setTenantStatus: async (id: string, status: "active" | "suspended") => {

@@ -1,4 +1,9 @@
-import { idempotencyKeysSql, rowLevelSecuritySql, tenantOwnedTablesSql } from "./row-level-security.js";
+import {
+  idempotencyKeysSql,
+  idempotencyPrincipalSql,
+  rowLevelSecuritySql,
+  tenantOwnedTablesSql,
+} from "./row-level-security.js";
 import type { Queryable, SqlDatabase } from "./sql.js";
 import { withStartupLock } from "./startup-lock.js";
 
@@ -231,8 +236,9 @@ CREATE INDEX webhook_deliveries_webhook_idx
 ${tenantOwnedTablesSql(["webhooks", "webhook_deliveries"])}
 `,
   },
+  { version: 8, name: "idempotency keys per principal", sql: idempotencyPrincipalSql },
   {
-    version: 12,
+    version: 10,
     name: "sessions ended by an account claim",
     sql: `
 ALTER TABLE refresh_sessions DROP CONSTRAINT refresh_sessions_revoked_reason_check;

@@ -49,6 +49,8 @@ const SESSION = "id, tenant_id, user_id, created_at, revoked_at, revoked_reason"
 const TOKEN = "token_hash, session_id, tenant_id, user_id, created_at, expires_at, used_at";
 const API_KEY =
   "id, tenant_id, name, prefix, scopes, key_hash, last_used_at, expires_at, revoked_at, created_at";
+/** A key neither revoked nor expired at the time in parameter `now`. */
+const activeKeyAt = (now: string) => `revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ${now})`;
 const ASSET_COLUMNS = [
   "id",
   "tenant_id",
@@ -173,6 +175,9 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
         ),
       setStatus: (id, status) =>
         write(tenantScope(id), "UPDATE tenants SET status = $2 WHERE id = $1", [id, status]),
+      // NO KEY UPDATE: it makes lockers take turns, yet leaves the KEY SHARE lock that inserting
+      // any row referring to the tenant takes free, so the tenant's other writes go on meanwhile.
+      lock: (id) => write(tenantScope(id), "SELECT 1 FROM tenants WHERE id = $1 FOR NO KEY UPDATE", [id]),
     },
     users: {
       insert: (u) =>
@@ -241,14 +246,32 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
       insert: (k) => write(tenantScope(k.tenant_id), ...insertOf("api_keys", API_KEY, k)),
       get: byId<ApiKey>("api_keys", API_KEY),
       findByHash: byKey<ApiKey>("vod.api_key_hash", `SELECT ${API_KEY} FROM api_keys WHERE key_hash = $1`),
-      list: (tenantId, limit) =>
-        Effect.map(
+      list: (tenantId, limit, filter) => {
+        const status = filter?.status;
+        const where =
+          status === "active"
+            ? ` AND ${activeKeyAt("$3")}`
+            : status === "revoked"
+              ? " AND revoked_at IS NOT NULL"
+              : "";
+        return Effect.map(
           run<ApiKey>(
             tenantScope(tenantId),
-            `SELECT ${API_KEY} FROM api_keys WHERE tenant_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2`,
-            [tenantId, limit],
+            `SELECT ${API_KEY} FROM api_keys WHERE tenant_id = $1${where}
+             ORDER BY created_at DESC, id DESC LIMIT $2`,
+            status === "active" ? [tenantId, limit, filter?.now] : [tenantId, limit],
           ),
           (r) => r.rows,
+        );
+      },
+      countActive: (tenantId, now) =>
+        Effect.map(
+          run<{ active: number }>(
+            tenantScope(tenantId),
+            `SELECT count(*)::int AS active FROM api_keys WHERE tenant_id = $1 AND ${activeKeyAt("$2")}`,
+            [tenantId, now],
+          ),
+          (r) => r.rows[0]?.active ?? 0,
         ),
       revoke: setById("api_keys", "revoked_at", " AND revoked_at IS NULL"),
       revokeAll: (tenantId, at) =>
@@ -401,24 +424,26 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
     idempotencyKeys: {
       // One statement decides a race: the insert, or the takeover of an expired record or of a
       // running one whose lock ended, returns a row; a live record returns none and is read.
-      claim: (tenantId, key, fingerprint, { now, lockedUntil, expiresAt }) =>
+      claim: (tenantId, principal, key, fingerprint, { now, lockedUntil, expiresAt }) =>
         Effect.gen(function* () {
           const claimed = yield* run(
             tenantScope(tenantId),
-            `INSERT INTO idempotency_keys AS k (tenant_id, key, fingerprint, status, body, locked_until, expires_at)
-             VALUES ($1, $2, $3, NULL, NULL, $5, $6)
-             ON CONFLICT (tenant_id, key) DO UPDATE
+            `INSERT INTO idempotency_keys AS k
+               (tenant_id, principal, key, fingerprint, status, body, locked_until, expires_at)
+             VALUES ($1, $2, $3, $4, NULL, NULL, $6, $7)
+             ON CONFLICT (tenant_id, principal, key) DO UPDATE
                SET fingerprint = EXCLUDED.fingerprint, status = NULL, body = NULL,
                    locked_until = EXCLUDED.locked_until, expires_at = EXCLUDED.expires_at
-               WHERE k.expires_at <= $4 OR (k.status IS NULL AND k.locked_until <= $4)
+               WHERE k.expires_at <= $5 OR (k.status IS NULL AND k.locked_until <= $5)
              RETURNING 1`,
-            [tenantId, key, fingerprint, now, lockedUntil, expiresAt],
+            [tenantId, principal, key, fingerprint, now, lockedUntil, expiresAt],
           );
           if (claimed.rowCount === 1) return { _tag: "Claimed" } as const;
           const held = yield* one<{ fingerprint: string; status: number | null; body: unknown }>(
             tenantScope(tenantId),
-            "SELECT fingerprint, status, body FROM idempotency_keys WHERE tenant_id = $1 AND key = $2",
-            [tenantId, key],
+            `SELECT fingerprint, status, body FROM idempotency_keys
+             WHERE tenant_id = $1 AND principal = $2 AND key = $3`,
+            [tenantId, principal, key],
           );
           // Gone between the two statements (the cleanup): as good as running, the client retries.
           if (Option.isNone(held)) return { _tag: "Running", fingerprint } as const;
@@ -427,18 +452,19 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
             ? ({ _tag: "Running", fingerprint: held.value.fingerprint } as const)
             : ({ _tag: "Done", fingerprint: held.value.fingerprint, response: { status, body } } as const);
         }),
-      complete: (tenantId, key, fingerprint, response) =>
+      complete: (tenantId, principal, key, fingerprint, response) =>
         write(
           tenantScope(tenantId),
-          `UPDATE idempotency_keys SET status = $4, body = $5::jsonb
-           WHERE tenant_id = $1 AND key = $2 AND fingerprint = $3 AND status IS NULL`,
-          [tenantId, key, fingerprint, response.status, JSON.stringify(response.body)],
+          `UPDATE idempotency_keys SET status = $5, body = $6::jsonb
+           WHERE tenant_id = $1 AND principal = $2 AND key = $3 AND fingerprint = $4 AND status IS NULL`,
+          [tenantId, principal, key, fingerprint, response.status, JSON.stringify(response.body)],
         ),
-      release: (tenantId, key, fingerprint) =>
+      release: (tenantId, principal, key, fingerprint) =>
         write(
           tenantScope(tenantId),
-          "DELETE FROM idempotency_keys WHERE tenant_id = $1 AND key = $2 AND fingerprint = $3 AND status IS NULL",
-          [tenantId, key, fingerprint],
+          `DELETE FROM idempotency_keys
+           WHERE tenant_id = $1 AND principal = $2 AND key = $3 AND fingerprint = $4 AND status IS NULL`,
+          [tenantId, principal, key, fingerprint],
         ),
       deleteExpired: (now, limit) =>
         Effect.map(
@@ -500,6 +526,15 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
             [tenantId, limit],
           ),
           (r) => r.rows,
+        ),
+      count: (tenantId) =>
+        Effect.map(
+          run<{ live: number }>(
+            tenantScope(tenantId),
+            "SELECT count(*)::int AS live FROM webhooks WHERE tenant_id = $1 AND deleted_at IS NULL",
+            [tenantId],
+          ),
+          (r) => r.rows[0]?.live ?? 0,
         ),
       listSubscribed: (tenantId, type) =>
         Effect.map(

@@ -126,3 +126,19 @@ BEGIN
   EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON idempotency_keys TO %I', ${APP_ROLE_SQL});
 END $$;
 `;
+
+/**
+ * Migration 8: Idempotency-Key records per principal (an API key or a user) within the tenant,
+ * their secrets sealed and fingerprints keyed (the core's idempotency.ts). The records written
+ * before hold secrets in clear and answer any credential of the tenant: they are emptied, not
+ * carried over. They lived 24 hours; a retry of one of them within that time runs again.
+ * TRUNCATE, because no policy lets the owner's DELETE see every tenant's rows. And the index
+ * the quota's count and the `status=active` list read.
+ */
+export const idempotencyPrincipalSql = `
+TRUNCATE idempotency_keys;
+ALTER TABLE idempotency_keys ADD COLUMN principal text NOT NULL;
+ALTER TABLE idempotency_keys DROP CONSTRAINT idempotency_keys_pkey;
+ALTER TABLE idempotency_keys ADD PRIMARY KEY (tenant_id, principal, key);
+CREATE INDEX api_keys_active_idx ON api_keys (tenant_id, created_at DESC, id DESC) WHERE revoked_at IS NULL;
+`;

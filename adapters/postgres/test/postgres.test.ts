@@ -87,6 +87,39 @@ describe.skipIf(databaseUrl === null)(
       expect(await migrate(a)).toEqual([]);
     });
 
+    it("migration 8 empties the Idempotency-Key records of version 7 and keys them by principal", async () => {
+      const schema = fresh();
+      const db = connect(schema);
+      // The database as version 7 left it, with a record whose body holds a key in clear.
+      await db.exec(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+      await db.exec(
+        "CREATE TABLE vod_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
+      );
+      for (const migration of migrations.filter((m) => m.version <= 7)) {
+        await db.exec(migration.sql);
+        await db.query("INSERT INTO vod_migrations (version, name) VALUES ($1, $2)", [
+          migration.version,
+          migration.name,
+        ]);
+      }
+      await db.query(
+        "INSERT INTO tenants (id, slug, name, plan, status, created_at) VALUES ('tnt_1', 'one', 'One', 'free', 'active', 1)",
+      );
+      const insert = (columns: string, values: string) =>
+        db.query(
+          `INSERT INTO idempotency_keys (tenant_id, ${columns}key, fingerprint, status, body, locked_until, expires_at)
+           VALUES ('tnt_1', ${values}'k', 'f', 201, '{"key": "vod_abcdefgh_secret"}', 1, 9e12)`,
+        );
+      await insert("", "");
+
+      expect(await migrate(db)).toEqual(migrations.filter((m) => m.version > 7).map((m) => m.version));
+      expect((await db.query("SELECT * FROM idempotency_keys")).rows).toEqual([]);
+      await insert("principal, ", "'api_key:a', ");
+      await insert("principal, ", "'api_key:b', ");
+      await expect(insert("principal, ", "'api_key:a', ")).rejects.toThrow(/duplicate key/);
+      await expect(insert("", "")).rejects.toThrow(/principal/);
+    });
+
     it("four starts at once on a new schema, each migrating and starting its queue, all succeed", async () => {
       const schema = fresh();
       // Pools of one connection too: the lock's connection does all the installing itself.

@@ -82,7 +82,7 @@ const seed = async (db: SqlDatabase, tenant: string) => {
     ]);
     await q("INSERT INTO content_keys VALUES ($1, $2, 'kid', 'wrapped', 1)", [tenant, asset]);
     await q(
-      "INSERT INTO idempotency_keys (tenant_id, key, fingerprint, locked_until, expires_at) VALUES ($1, 'k', 'f', 1, 9e12)",
+      "INSERT INTO idempotency_keys (tenant_id, principal, key, fingerprint, locked_until, expires_at) VALUES ($1, 'p', 'k', 'f', 1, 9e12)",
       [tenant],
     );
     await q(

@@ -208,6 +208,72 @@ export const describeApiKeys = (makeSubject: MakeHttpSubject): void => {
       expectStatus(await post("n".repeat(64)), 201);
     });
 
+    it("holds a tenant to 200 active keys: of 205 creates, 25 at a time, 200 are made and 5 refused (409 quota_exceeded); a revoke makes room", async () => {
+      const { api } = subject();
+      const account = await signUp(api);
+      const owner = { bearer: account.access_token };
+      const replies: Array<Awaited<ReturnType<typeof api.post>>> = [];
+      const pending = Array.from({ length: 205 }, (_, i) => i);
+      const create = () =>
+        api.post<CreatedApiKey>("/v1/api-keys", { ...owner, json: { name: "k", scopes: ["read"] } });
+      await Promise.all(
+        Array.from({ length: 25 }, async () => {
+          while (pending.pop() !== undefined) replies.push(await create());
+        }),
+      );
+      expect(replies.filter((r) => r.status === 201)).toHaveLength(200);
+      const refused = replies.filter((r) => r.status !== 201);
+      expect(refused).toHaveLength(5);
+      for (const reply of refused)
+        expect(expectError(reply, 409, "conflict").details).toStrictEqual({
+          reason: "quota_exceeded",
+          limit: 200,
+        });
+      const active = await listKeys(account.access_token);
+      expect(active).toHaveLength(200);
+
+      const revoked = active[0] as ListedApiKey;
+      expectNoContent(await api.del(`/v1/api-keys/${revoked.id}`, owner));
+      const made = expectStatus(await create(), 201).body;
+      expectStatus(await api.get("/v1/auth/me", { apiKey: made.key }), 200);
+      expectError(await create(), 409, "conflict");
+    });
+
+    it("filters the list by status: an active key hidden by 500 newer revoked ones is listed with status=active", async () => {
+      const { api, backdoor, clock } = subject();
+      const account = await signUp(api);
+      const active = await createApiKey(api, { bearer: account.access_token }, ["write"]);
+      const now = clock.now();
+      await backdoor.insertApiKeys(
+        Array.from({ length: 500 }, (_, i) => ({
+          id: `key_decoy${String(i).padStart(4, "0")}${active.id.slice(-8)}`,
+          tenant_id: account.tenant.id,
+          name: "decoy",
+          prefix: "vod_decoy000",
+          scopes: ["read"] as const,
+          key_hash: sha256Hex(`${active.id} decoy ${i}`),
+          last_used_at: null,
+          expires_at: null,
+          revoked_at: now + 1 + i,
+          created_at: now + 1 + i,
+        })),
+      );
+      const list = (query: string) =>
+        api.get<{ data: ListedApiKey[] }>(`/v1/api-keys${query}`, { bearer: account.access_token });
+      // Without a filter the newest 500 show, as before: the decoys alone.
+      const all = expectStatus(await list(""), 200).body.data;
+      expect(all).toHaveLength(500);
+      expect(all.map((k) => k.id)).not.toContain(active.id);
+      expect(expectStatus(await list("?status=active"), 200).body).toStrictEqual({
+        data: [listedOf(active)],
+      });
+      const revoked = expectStatus(await list("?status=revoked"), 200).body.data;
+      expect(revoked).toHaveLength(500);
+      expect(revoked.every((k) => k.revoked_at !== null)).toBe(true);
+      for (const bad of ["?status=expired", "?status=", "?status=ACTIVE"])
+        expectInvalidFields(await list(bad), [["status"]]);
+    });
+
     it("refuses empty scopes, and an unknown scope naming its index", async () => {
       const { api } = subject();
       const account = await signUp(api);

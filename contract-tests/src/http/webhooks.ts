@@ -162,6 +162,27 @@ export const describeWebhooks = (makeSubject: MakeHttpSubject): void => {
       });
     });
 
+    it("holds a tenant to 20 webhooks: of 22 created at once 20 are made, the others 409 quota_exceeded; a delete makes room", async () => {
+      const h = subject();
+      const { credential } = await tenant(h);
+      const json = { url: `${receiver.url}${path()}`, events: ["asset.deleted"] };
+      const replies = await Promise.all(Array.from({ length: 22 }, () => create(h, credential, json)));
+      expect(replies.filter((r) => r.status === 201)).toHaveLength(20);
+      for (const reply of replies.filter((r) => r.status !== 201))
+        expect(expectError(reply, 409, "conflict").details).toStrictEqual({
+          reason: "quota_exceeded",
+          limit: 20,
+        });
+      const options = credentialOptions(credential);
+      const listed = expectStatus(await h.api.get<{ data: WireWebhook[] }>("/v1/webhooks", options), 200).body
+        .data;
+      expect(listed).toHaveLength(20);
+      expectError(await create(h, credential, json), 409, "conflict");
+      expectNoContent(await h.api.del(`/v1/webhooks/${listed[0]?.id}`, options));
+      expectStatus(await create(h, credential, json), 201);
+      expectError(await create(h, credential, json), 409, "conflict");
+    });
+
     it("refuses a body that is not a webhook: 400 naming each field", async () => {
       const h = subject();
       const { credential } = await tenant(h);

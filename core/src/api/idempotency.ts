@@ -1,7 +1,9 @@
 import { Cause, Effect, Exit, Option } from "effect";
-import { Conflict, errorCode, errorStatus, InvalidRequest, type VodError } from "../errors.js";
+import { Conflict, errorCode, errorStatus, InternalError, InvalidRequest, type VodError } from "../errors.js";
 import type { IdempotentResponse } from "../ports/repositories.js";
-import { sha256Hex } from "../use-cases/support.js";
+import type { Principal } from "../use-cases/authenticate.js";
+import { derivedKey, type Sealer, sealer } from "../use-cases/sealing.js";
+import { hmacBase64Url } from "../use-cases/support.js";
 import type { Vod } from "../vod.js";
 import { headerOf, type RawRequest, type Reply } from "./operation.js";
 
@@ -31,9 +33,65 @@ const invalidKey = (message: string) =>
  */
 const replayable = (status: number) => status < 500 && status !== 429;
 
+/**
+ * How an Idempotency-Key applies to an authenticated POST of the catalog:
+ * - `recorded: false`: never recorded nor replayed, the request runs every time (logout, password
+ *   change: a replay would answer 204 and leave the session or the password as it was);
+ * - `secrets`: paths of the reply's fields that carry a secret (a full API key, a signing secret),
+ *   stored sealed under the master key and opened only on a replay to the same principal.
+ */
+export type IdempotencyRule =
+  | { readonly recorded: false }
+  | { readonly recorded?: true; readonly secrets?: ReadonlyArray<ReadonlyArray<string>> };
+
+/** Whose record a key is: another credential of the tenant with the same key is a new request. */
+export const idempotencyPrincipal = (principal: Principal): string =>
+  principal.kind === "user" ? `user:${principal.user.id}` : `api_key:${principal.keyId}`;
+
+/** The keys a Vod's records are made with, derived once from its master key, each under its label. */
+interface RecordKeys {
+  /** Fingerprints are HMACs: a body (a password) is not to be found from its record. */
+  readonly fingerprint: Uint8Array;
+  readonly secrets: Sealer;
+}
+const recordKeys = new WeakMap<Vod, RecordKeys>();
+const recordKeysOf = (vod: Vod): RecordKeys => {
+  let keys = recordKeys.get(vod);
+  if (keys === undefined) {
+    const master = vod.config.drmMasterKey;
+    keys = {
+      fingerprint: derivedKey(master, "vod idempotency fingerprints v1"),
+      secrets: sealer(master, "vod idempotency secrets v1", vod.ports.ids.randomBytes),
+    };
+    recordKeys.set(vod, keys);
+  }
+  return keys;
+};
+
+/** The body with the string at `path` replaced by `change` of it; the rest shared, not copied. */
+const changedAt = (
+  body: unknown,
+  path: ReadonlyArray<string>,
+  change: (value: string) => string,
+): unknown => {
+  const [head, ...rest] = path;
+  if (head === undefined) return typeof body === "string" ? change(body) : body;
+  if (typeof body !== "object" || body === null || Array.isArray(body) || !(head in body)) return body;
+  return { ...body, [head]: changedAt((body as Record<string, unknown>)[head], rest, change) };
+};
+
+const changedSecrets = (
+  response: IdempotentResponse,
+  paths: ReadonlyArray<ReadonlyArray<string>>,
+  change: (value: string) => string,
+): IdempotentResponse =>
+  paths.length === 0
+    ? response
+    : { ...response, body: paths.reduce((body, path) => changedAt(body, path, change), response.body) };
+
 /** The spec's error body of a use case's error, as the host would send it (4xx only reach here). */
 const errorResponse = (error: VodError): IdempotentResponse => {
-  const details = error._tag === "InvalidRequest" ? error.details : undefined;
+  const details = error._tag === "InvalidRequest" || error._tag === "Conflict" ? error.details : undefined;
   const code = errorCode[error._tag];
   return {
     status: errorStatus[error._tag],
@@ -49,29 +107,43 @@ const replay = (response: IdempotentResponse): Reply => ({
 
 /**
  * Runs `work` (an authenticated POST, decoded already) under the request's Idempotency-Key, when it
- * has one: within 24 hours the same tenant, key, method, path and body replay the first response
- * with `Idempotent-Replayed: true`; the key with another request is 400
- * (`details.reason: "idempotency_key_reused"`); the key while its first request runs is 409.
+ * has one and the operation is recorded (`rule`): within 24 hours the same principal, key, method,
+ * path and body replay the first response with `Idempotent-Replayed: true`; the key with another
+ * request is 400 (`details.reason: "idempotency_key_reused"`); the key while its first request
+ * runs is 409.
  */
 export const idempotent = (
   vod: Vod,
   request: RawRequest,
-  call: { readonly tenantId: string; readonly method: string; readonly path: string },
+  call: {
+    readonly tenantId: string;
+    /** `idempotencyPrincipal` of the credential. */
+    readonly principal: string;
+    readonly method: string;
+    readonly path: string;
+    readonly rule?: IdempotencyRule | undefined;
+  },
   work: Effect.Effect<Reply, VodError>,
 ): Effect.Effect<Reply, VodError> => {
   const key = headerOf(request, "idempotency-key");
-  if (key === undefined || call.method !== "POST") return work;
+  const rule = call.rule;
+  if (key === undefined || call.method !== "POST" || rule?.recorded === false) return work;
   if (!VALID_KEY.test(key)) return Effect.fail(invalidKey("must be 1 to 255 printable ASCII characters"));
   const store = vod.ports.storage.idempotencyKeys;
-  const { tenantId } = call;
+  const { tenantId, principal } = call;
+  const keys = recordKeysOf(vod);
+  const secretPaths = rule?.secrets ?? [];
+  // A sealed secret opens only in the record it was sealed for.
+  const context = JSON.stringify([tenantId, principal, key]);
   // The path as requested (its parameters filled in), the query and the body as decoded JSON:
   // the same request sent again reads the same.
-  const fingerprint = sha256Hex(
+  const fingerprint = hmacBase64Url(
+    keys.fingerprint,
     JSON.stringify([call.method, call.path, request.params, request.query ?? {}, request.body ?? null]),
   );
   return Effect.gen(function* () {
     const now = vod.ports.clock.now();
-    const claim = yield* store.claim(tenantId, key, fingerprint, {
+    const claim = yield* store.claim(tenantId, principal, key, fingerprint, {
       now,
       lockedUntil: now + IDEMPOTENCY_LOCK_MS,
       expiresAt: now + IDEMPOTENCY_KEY_LIFETIME_MS,
@@ -87,7 +159,18 @@ export const idempotent = (
       return yield* Effect.fail(
         new Conflict({ message: "a request with this Idempotency-Key is still running" }),
       );
-    if (claim._tag === "Done") return replay(claim.response);
+    if (claim._tag === "Done") {
+      const response = claim.response;
+      const opened = yield* Effect.try({
+        try: () => changedSecrets(response, secretPaths, (sealed) => keys.secrets.open(sealed, context)),
+        catch: (cause) =>
+          new InternalError({
+            message: "an Idempotency-Key record does not open with the master key",
+            cause,
+          }),
+      });
+      return replay(opened);
+    }
 
     // Every way out settles the key: a response to replay is stored; anything else (a 5xx, a
     // defect, an interruption) releases it. A store failing here leaves the key held until its
@@ -101,8 +184,13 @@ export const idempotent = (
           : undefined;
       return Effect.ignore(
         response !== undefined && replayable(response.status)
-          ? store.complete(tenantId, key, fingerprint, response)
-          : store.release(tenantId, key, fingerprint),
+          ? Effect.flatMap(
+              Effect.try(() =>
+                changedSecrets(response, secretPaths, (secret) => keys.secrets.seal(secret, context)),
+              ),
+              (sealed) => store.complete(tenantId, principal, key, fingerprint, sealed),
+            )
+          : store.release(tenantId, principal, key, fingerprint),
       );
     };
     return yield* Effect.onExit(work, settle);

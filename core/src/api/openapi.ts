@@ -41,6 +41,8 @@ interface DocumentedRoute {
   readonly stateful: boolean;
   /** Errors beyond those derived from the rest (see `errorsOf`). */
   readonly errors: ReadonlyArray<VodErrorTag>;
+  /** An authenticated POST whose Idempotency-Key is never recorded (logout, password change). */
+  readonly unrecorded?: boolean;
 }
 
 const credentialOf = (op: Operation): Credential => {
@@ -99,6 +101,7 @@ const fromOperation = (op: Operation): ReadonlyArray<DocumentedRoute> => {
     ...(op.reply.kind === "file" ? { otherAnswers: fileAnswers } : {}),
     stateful: true,
     errors: op.errors ?? [],
+    ...(op.idempotency?.recorded === false ? { unrecorded: true } : {}),
   };
   return op.reply.kind === "file" && op.method === "GET"
     ? [route, { ...route, id: `${op.id}Head`, method: "HEAD" }]
@@ -263,7 +266,7 @@ const headersOf = (headers: Readonly<Record<string, string>>) =>
     Object.entries(headers).map(([name, description]) => [name, { description, schema: { type: "string" } }]),
   );
 
-/** Every authenticated POST takes an Idempotency-Key (idempotency.ts). */
+/** Every authenticated POST takes an Idempotency-Key (idempotency.ts), but those never recorded. */
 const idempotencyKeyParameter: Json = {
   name: "Idempotency-Key",
   in: "header",
@@ -350,7 +353,7 @@ export const openApiDocument = (
         });
       }
     }
-    const idempotent = route.method === "POST" && route.credential.kind === "api";
+    const idempotent = route.method === "POST" && route.credential.kind === "api" && !route.unrecorded;
     if (idempotent) parameters.push(idempotencyKeyParameter);
     // The typed side of the body keeps its refinements (bounds, patterns); its name is the route's.
     const body = propertiesOf(input).find((p) => p.name === "body");

@@ -6,7 +6,7 @@ import type { RequestedRange } from "../use-cases/playback-delivery.js";
 import { enforceRate } from "../use-cases/support.js";
 import type { Vod } from "../vod.js";
 import { compileEncoder, failed } from "./fast-encode.js";
-import { idempotent } from "./idempotency.js";
+import { type IdempotencyRule, idempotencyPrincipal, idempotent } from "./idempotency.js";
 
 /** A request as any host hands it over: decoded values, no framework types. */
 export interface RawRequest {
@@ -121,6 +121,8 @@ export interface Operation {
    * the definition (credential, path ids, body): a duplicate email, an upload in progress.
    */
   readonly errors?: ReadonlyArray<VodErrorTag>;
+  /** How an Idempotency-Key applies, on an authenticated POST; recorded, with no secret, when absent. */
+  readonly idempotency?: IdempotencyRule;
   /** Authenticates, authorizes, decodes, runs the use case and encodes the reply. */
   readonly execute: (vod: Vod, request: RawRequest) => Effect.Effect<Reply, VodError>;
 }
@@ -145,6 +147,8 @@ interface Definition<I, IE, O, OE> {
   readonly input: Schema.Schema<I, IE>;
   readonly output: Schema.Schema<O, OE> | null;
   readonly errors?: ReadonlyArray<VodErrorTag>;
+  /** Authenticated POSTs: whether an Idempotency-Key is recorded, and which reply fields are secret. */
+  readonly idempotency?: IdempotencyRule;
   /** Default `api`. */
   readonly app?: App;
   /** Default `{ kind: "json" }`. */
@@ -420,7 +424,13 @@ export const authedOperation = <I, IE, O, OE>(
           idempotent(
             vod,
             request,
-            { tenantId: principal.tenant.id, method: def.method, path: def.path },
+            {
+              tenantId: principal.tenant.id,
+              principal: idempotencyPrincipal(principal),
+              method: def.method,
+              path: def.path,
+              rule: def.idempotency,
+            },
             Effect.flatMap(def.run(vod, input, { ...request, principal }), (value) =>
               encode(def as Definition<unknown, unknown, O, OE>, vod, value),
             ),

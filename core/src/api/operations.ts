@@ -50,8 +50,16 @@ const routes = {
     "Change (or, without current_password, set a first) password of the current user; every other session of the user ends.",
   ),
   me: at("GET /v1/auth/me", 200, "The identity behind the credential."),
-  listApiKeys: at("GET /v1/api-keys", 200, "API keys of the tenant, newest first, at most 500."),
-  createApiKey: at("POST /v1/api-keys", 201, "Create an API key; the full key is in this response only."),
+  listApiKeys: at(
+    "GET /v1/api-keys",
+    200,
+    "API keys of the tenant, newest first, at most 500; `status` keeps the active or the revoked ones.",
+  ),
+  createApiKey: at(
+    "POST /v1/api-keys",
+    201,
+    "Create an API key; the full key is in this response only. Past the tenant's quota of active keys (200 by default): 409.",
+  ),
   revokeApiKey: at("DELETE /v1/api-keys/:id", 204, "Revoke an API key; it stops working at once."),
   listAssets: at("GET /v1/assets", 200, "Assets of the tenant, newest first, keyset paginated."),
   createAsset: at("POST /v1/assets", 201, "Create an asset draft (pending, private)."),
@@ -120,7 +128,7 @@ const routes = {
   createWebhook: at(
     "POST /v1/webhooks",
     201,
-    "Register an endpoint for the tenant's events; its signing secret is in this response only.",
+    "Register an endpoint for the tenant's events; its signing secret is in this response only. Past the tenant's quota (20 by default): 409.",
   ),
   listWebhooks: at("GET /v1/webhooks", 200, "Webhooks of the tenant, newest first, at most 100."),
   getWebhook: at("GET /v1/webhooks/:id", 200, "One webhook of the tenant."),
@@ -244,6 +252,8 @@ export const logout = authedOperation({
   auth: readAsUser,
   input: body(Rq.LogoutBody),
   output: null,
+  // A replay would answer 204 and leave the session it names valid.
+  idempotency: { recorded: false },
   run: (vod, { body }, call) => vod.accounts.logout(asUser(call).principal, body.refresh_token),
 });
 
@@ -252,6 +262,8 @@ export const changePassword = authedOperation({
   auth: readAsUser,
   input: body(Rq.PasswordChangeBody),
   output: null,
+  // Its body holds passwords, and a replay would change nothing.
+  idempotency: { recorded: false },
   run: (vod, { body }, call) => vod.accounts.changePassword(asUser(call).principal, body, call.clientIp),
 });
 
@@ -279,12 +291,18 @@ export const me = authedOperation({
 
 export const listApiKeys = authedOperation({
   ...route("listApiKeys"),
-  ...onTenant(read, Schema.Struct({ data: Schema.Array(Rs.ApiKey) }), (vod) => vod.apiKeys.list),
+  auth: read,
+  input: Schema.Struct({ query: Rq.ListApiKeysQuery }),
+  output: Schema.Struct({ data: Schema.Array(Rs.ApiKey) }),
+  run: (vod, { query }, call) => vod.apiKeys.list(call.principal, query),
 });
 
 export const createApiKey = authedOperation({
   ...route("createApiKey"),
   ...onBody(admin, Rq.CreateApiKeyBody, ApiKeyCreated, (vod) => vod.apiKeys.create),
+  // Past the tenant's quota of active keys.
+  errors: ["Conflict"],
+  idempotency: { secrets: [["key"]] },
 });
 
 export const revokeApiKey = authedOperation({
@@ -353,6 +371,8 @@ export const createPlaybackSession = authedOperation({
   ...route("createPlaybackSession"),
   ...onBody(read, Rq.CreatePlaybackBody, Rs.PlaybackCreated, (vod) => vod.playback.create),
   errors: ["UploadInProgress"],
+  // The token plays the asset, and the manifest URL carries it.
+  idempotency: { secrets: [["token"], ["urls", "manifest"]] },
 });
 
 export const revokePlaybackSession = authedOperation({
@@ -492,6 +512,9 @@ export const clearKeyLicense = publicOperation({
 export const createWebhook = authedOperation({
   ...route("createWebhook"),
   ...onBody(admin, Rq.CreateWebhookBody, WebhookCreated, (vod) => vod.webhooks.create),
+  // Past the tenant's quota of webhooks.
+  errors: ["Conflict"],
+  idempotency: { secrets: [["secret"]] },
 });
 
 export const listWebhooks = authedOperation({

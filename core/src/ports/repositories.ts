@@ -21,6 +21,11 @@ export interface TenantRepository {
   insert(tenant: Tenant): Op<void>;
   get(id: string): Op<Option.Option<Tenant>>;
   setStatus(id: string, status: TenantStatus): Op<void>;
+  /**
+   * Inside a transaction: holds the tenant until it ends, so that creates counted against a
+   * quota take turns (a count and its insert are one decision). Outside one it holds nothing.
+   */
+  lock(id: string): Op<void>;
 }
 
 export interface UserRepository {
@@ -67,8 +72,17 @@ export interface ApiKeyRepository {
   insert(key: ApiKey): Op<void>;
   get(tenantId: string, id: string): Op<Option.Option<ApiKey>>;
   findByHash(keyHash: string): Op<Option.Option<ApiKey>>;
-  /** Newest first (created_at, then id, descending). */
-  list(tenantId: string, limit: number): Op<ReadonlyArray<ApiKey>>;
+  /**
+   * Newest first (created_at, then id, descending); with `status`, only the keys active at `now`
+   * (neither revoked nor expired) or only the revoked ones.
+   */
+  list(
+    tenantId: string,
+    limit: number,
+    filter?: { readonly status?: "active" | "revoked"; readonly now: number },
+  ): Op<ReadonlyArray<ApiKey>>;
+  /** How many of the tenant's keys are active at `now`: neither revoked nor expired. */
+  countActive(tenantId: string, now: number): Op<number>;
   /** Sets revoked_at if it is not set yet. */
   revoke(tenantId: string, id: string, at: number): Op<void>;
   /** Sets revoked_at on every key of the tenant that has none; answers how many. */
@@ -176,8 +190,10 @@ export type IdempotencyClaim =
   | { readonly _tag: "Done"; readonly fingerprint: string; readonly response: IdempotentResponse };
 
 /**
- * Idempotency-Key records, per tenant and key, shared by every node. `fingerprint` identifies the
- * request (method, path, body) the key was first used for.
+ * Idempotency-Key records, per principal (the credential's owner: an API key, or a user) and key
+ * within the tenant, shared by every node. `fingerprint` identifies the request (method, path,
+ * body) the key was first used for. A response is stored as given: secrets in it are sealed by
+ * the caller.
  */
 export interface IdempotencyKeyRepository {
   /**
@@ -187,14 +203,21 @@ export interface IdempotencyKeyRepository {
    */
   claim(
     tenantId: string,
+    principal: string,
     key: string,
     fingerprint: string,
     times: { readonly now: number; readonly lockedUntil: number; readonly expiresAt: number },
   ): Op<IdempotencyClaim>;
   /** Stores the response of the claimed request: later claims answer Done with it. */
-  complete(tenantId: string, key: string, fingerprint: string, response: IdempotentResponse): Op<void>;
+  complete(
+    tenantId: string,
+    principal: string,
+    key: string,
+    fingerprint: string,
+    response: IdempotentResponse,
+  ): Op<void>;
   /** Forgets a running claim whose response is not to be replayed: the key is free again. */
-  release(tenantId: string, key: string, fingerprint: string): Op<void>;
+  release(tenantId: string, principal: string, key: string, fingerprint: string): Op<void>;
   /** Deletes up to `limit` records past their expiry, of any tenant; answers how many. */
   deleteExpired(now: number, limit: number): Op<number>;
 }
@@ -205,6 +228,8 @@ export interface WebhookRepository {
   get(tenantId: string, id: string): Op<Option.Option<Webhook>>;
   /** Webhooks not deleted, newest first (created_at, then id, descending). */
   list(tenantId: string, limit: number): Op<ReadonlyArray<Webhook>>;
+  /** How many of the tenant's webhooks are not deleted. */
+  count(tenantId: string): Op<number>;
   /** Webhooks not deleted that subscribe to `type` (or to every type). */
   listSubscribed(tenantId: string, type: WebhookEventType): Op<ReadonlyArray<Webhook>>;
   /** Sets deleted_at if it is not set yet; false when there was no such live webhook. */

@@ -1,21 +1,29 @@
 import { Effect, Either } from "effect";
+import type { VodConfig } from "../config.js";
 import { type ApiKey, transitionApiKey } from "../domain/api-key.js";
 import { highestScope } from "../domain/scope.js";
 import { InternalError } from "../errors.js";
 import type { Requests } from "../schema/index.js";
 import type { VodPorts } from "../tokens.js";
 import type { Forget, Principal } from "./authenticate.js";
-import { orNotFound, randomBase62, sha256Hex } from "./support.js";
+import { orNotFound, quotaExceeded, randomBase62, sha256Hex } from "./support.js";
 
 /** The part of every key before the identifying characters. */
 export const KEY_TAG = "vod";
 export const MAX_LISTED_API_KEYS = 500;
 
 type CreateInput = typeof Requests.CreateApiKeyBody.Type;
+type ListQuery = typeof Requests.ListApiKeysQuery.Type;
 
-export const makeApiKeys = ({ clock, ids, storage }: VodPorts, forget: Forget) => {
-  const list = (principal: Principal) =>
-    Effect.map(storage.apiKeys.list(principal.tenant.id, MAX_LISTED_API_KEYS), (data) => ({ data }));
+export const makeApiKeys = ({ clock, ids, storage }: VodPorts, config: VodConfig, forget: Forget) => {
+  const list = (principal: Principal, query: ListQuery = {}) =>
+    Effect.map(
+      storage.apiKeys.list(principal.tenant.id, MAX_LISTED_API_KEYS, {
+        ...(query.status === undefined ? {} : { status: query.status }),
+        now: clock.now(),
+      }),
+      (data) => ({ data }),
+    );
 
   /** The full key `vod_<8>_<43>` is returned here once and stored only as its SHA-256. */
   const create = (principal: Principal, input: CreateInput) =>
@@ -34,7 +42,19 @@ export const makeApiKeys = ({ clock, ids, storage }: VodPorts, forget: Forget) =
         revoked_at: null,
         created_at: clock.now(),
       };
-      yield* storage.apiKeys.insert(record);
+      // Counted in the transaction that inserts, the tenant held meanwhile: two creates at once
+      // cannot both take the last place.
+      const limit = config.quotas.activeApiKeysPerTenant;
+      yield* storage.transaction((tx) =>
+        Effect.gen(function* () {
+          yield* tx.tenants.lock(record.tenant_id);
+          if ((yield* tx.apiKeys.countActive(record.tenant_id, record.created_at)) >= limit)
+            return yield* Effect.fail(
+              quotaExceeded(`a tenant may have at most ${limit} active API keys: revoke one first`, limit),
+            );
+          yield* tx.apiKeys.insert(record);
+        }),
+      );
       return {
         id: record.id,
         name: record.name,

@@ -1,6 +1,6 @@
 import { createHmac, hash, timingSafeEqual } from "node:crypto";
 import { Effect, Option } from "effect";
-import { NotFound, RateLimited, type StorageError } from "../errors.js";
+import { Conflict, NotFound, RateLimited, type StorageError } from "../errors.js";
 import type { Ids } from "../ports/ids.js";
 import type { RateLimiter, RateRule } from "../ports/rate-limiter.js";
 
@@ -34,6 +34,10 @@ export const constantTimeEqual = (a: string, b: string): boolean => {
   const y = Buffer.from(b);
   return x.length === y.length && timingSafeEqual(x, y);
 };
+
+/** A create past one of the tenant's quotas (`VodConfig.quotas`): 409, `details.reason: "quota_exceeded"`. */
+export const quotaExceeded = (message: string, limit: number) =>
+  new Conflict({ message, details: { reason: "quota_exceeded", limit } });
 
 /** The value of an Option, or NotFound naming what was looked for. */
 export const orNotFound =

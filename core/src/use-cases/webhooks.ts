@@ -1,4 +1,3 @@
-import { hkdfSync } from "node:crypto";
 import { Effect, Option, Schema } from "effect";
 import type { VodConfig } from "../config.js";
 import type { Asset } from "../domain/asset.js";
@@ -18,8 +17,8 @@ import type { SendResult } from "../ports/webhook-sender.js";
 import { type Requests, Resources as Rs } from "../schema/index.js";
 import type { VodPorts } from "../tokens.js";
 import type { Principal } from "./authenticate.js";
-import { unwrapKey, wrapKey } from "./content-keys.js";
-import { orNotFound } from "./support.js";
+import { SEALED, sealer } from "./sealing.js";
+import { orNotFound, quotaExceeded } from "./support.js";
 
 type CreateInput = typeof Requests.CreateWebhookBody.Type;
 
@@ -117,9 +116,6 @@ export type DeliveryOutcome =
       readonly result: SendResult;
     };
 
-/** How a sealed secret is stored: this prefix, then what `wrapKey` made of it. */
-const SEALED = "sealed:";
-
 /**
  * Webhook secrets are stored sealed: AES-256-GCM under a key derived from the master key that
  * wraps content keys (HKDF-SHA256, its own label, so neither key can stand for the other). The
@@ -128,14 +124,10 @@ const SEALED = "sealed:";
  * it is.
  */
 export const webhookSecrets = (masterKey: Uint8Array, randomBytes: (n: number) => Uint8Array) => {
-  const key = new Uint8Array(hkdfSync("sha256", masterKey, new Uint8Array(0), "vod webhook secrets v1", 32));
+  const sealed = sealer(masterKey, "vod webhook secrets v1", randomBytes);
   return {
-    seal: (secret: string): string =>
-      `${SEALED}${wrapKey(key, Buffer.from(secret, "utf8"), randomBytes(12))}`,
-    open: (stored: string): string =>
-      stored.startsWith(SEALED)
-        ? Buffer.from(unwrapKey(key, stored.slice(SEALED.length))).toString("utf8")
-        : stored,
+    seal: (secret: string): string => sealed.seal(secret),
+    open: (stored: string): string => (stored.startsWith(SEALED) ? sealed.open(stored) : stored),
   };
 };
 
@@ -171,7 +163,19 @@ export const makeWebhooks = (ports: VodPorts, config: VodConfig) => {
         created_at: clock.now(),
         deleted_at: null,
       };
-      yield* storage.webhooks.insert(webhook);
+      // Counted in the transaction that inserts, the tenant held meanwhile: two creates at once
+      // cannot both take the last place.
+      const limit = config.quotas.webhooksPerTenant;
+      yield* storage.transaction((tx) =>
+        Effect.gen(function* () {
+          yield* tx.tenants.lock(webhook.tenant_id);
+          if ((yield* tx.webhooks.count(webhook.tenant_id)) >= limit)
+            return yield* Effect.fail(
+              quotaExceeded(`a tenant may have at most ${limit} webhooks: delete one first`, limit),
+            );
+          yield* tx.webhooks.insert(webhook);
+        }),
+      );
       return { webhook: view(webhook), secret };
     });
 

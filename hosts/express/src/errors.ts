@@ -30,6 +30,7 @@ export const errorReply = (error: VodError): ErrorReply => {
       details = { retry_after: error.retryAfterSeconds };
       break;
     case "InvalidRequest":
+    case "Conflict":
       details = error.details;
       break;
     case "Unauthorized":
