@@ -10,8 +10,8 @@
 # and the Debian release are what the build depends on (the engines field asks for Node 24, the
 # prebuilt native argon2 binding, Debian's ffmpeg 5.1 that the media adapter is tested against);
 # patch releases of both bring security fixes, which a rebuild should pick up rather than a digest
-# freeze out. A deployment is still
-# reproducible: it runs the image by its digest in the registry, not by this tag.
+# freeze out. A deployment is still reproducible: it runs the image by its digest in the registry,
+# not by this tag.
 
 # ---- build: install everything, compile, then keep only what the runtime loads ----
 FROM node:24-bookworm-slim AS build
