@@ -158,15 +158,14 @@ export const httpWebhookSender = (options: HttpWebhookSenderOptions = {}): Webho
             read += chunk.length;
             if (read > MAX_RESPONSE_BODY_BYTES) settle(answered(code), true);
           });
-          response.on("end", () => settle(answered(code), false));
+          // Ended, or cut by the receiver: either way the status was its answer.
+          response.on("close", () => settle(answered(code), false));
           response.on("error", () => undefined);
         },
       );
       request.on("error", (error: Error) =>
         settle(
-          status === undefined
-            ? { ok: false, statusCode: null, error: error.message }
-            : { ok: false, statusCode: status, error: `response cut: ${error.message}` },
+          status === undefined ? { ok: false, statusCode: null, error: error.message } : answered(status),
           false,
         ),
       );

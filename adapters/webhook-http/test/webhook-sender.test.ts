@@ -164,4 +164,18 @@ describe("httpWebhookSender", () => {
       await stalled.close();
     }
   }, 20_000);
+
+  it("takes the status of a response whose receiver cuts its body off, without waiting for the timeout", async () => {
+    const cut = await startBodyReceiver((res) => {
+      res.write("half a body");
+      setImmediate(() => res.socket?.destroy());
+    });
+    try {
+      const sender = httpWebhookSender({ allowPrivate: true, timeoutMs: 5_000 });
+      const result = await Effect.runPromise(sender.send(message(`${cut.url}/cut`)));
+      expect(result).toEqual({ ok: true, statusCode: 200 });
+    } finally {
+      await cut.close();
+    }
+  }, 20_000);
 });
