@@ -6,14 +6,15 @@
 #   docker run --rm vod worker                  # vod worker (needs VOD_DATABASE_URL)
 #   docker run --rm vod migrate                 # vod migrate
 #
-# Base: the Node 20 line on Debian 12 (bookworm), by tag and not by digest. The major version and
-# the Debian release are what the build depends on (the prebuilt native argon2 binding, Debian's
-# ffmpeg 5.1 that the media adapter is tested against); patch releases of both bring security
-# fixes, which a rebuild should pick up rather than a digest freeze out. A deployment is still
-# reproducible: it runs the image by its digest in the registry, not by this tag.
+# Base: the Node 24 LTS line on Debian 12 (bookworm), by tag and not by digest. The major version
+# and the Debian release are what the build depends on (the engines field asks for Node 24, the
+# prebuilt native argon2 binding, Debian's ffmpeg 5.1 that the media adapter is tested against);
+# patch releases of both bring security fixes, which a rebuild should pick up rather than a digest
+# freeze out. A deployment is still reproducible: it runs the image by its digest in the registry,
+# not by this tag.
 
 # ---- build: install everything, compile, then keep only what the runtime loads ----
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 # The whole source (see .dockerignore): npm ci needs every workspace's package.json that the
 # lockfile names, and listing them here one by one would break on each new adapter.
@@ -25,8 +26,9 @@ RUN npx tsc -b hosts/express
 # The runtime needs core, the adapters and the host. The other workspaces (contract-tests,
 # examples, bench) are dropped from the workspace list before pruning, so that their own
 # dependencies (testcontainers, vitest, ...) leave with the dev dependencies. The ffmpeg/ffprobe
-# installer packages (optional, ~140 MB) are removed too: the image has Debian's ffmpeg, which
-# the adapter finds first (VOD_FFMPEG_PATH / VOD_FFPROBE_PATH below). A workspace keeps its own
+# installer packages (optional, ~140 MB, a 2018 build) are removed too: untrusted uploads are
+# decoded by Debian's ffmpeg, which VOD_FFMPEG_PATH / VOD_FFPROBE_PATH below name; a path set
+# that does not exist stops the start rather than falling back. A workspace keeps its own
 # node_modules where npm nested a version the root's cannot be (ipaddr.js 2 beside express's 1).
 RUN node -e "const fs=require('fs');const p=JSON.parse(fs.readFileSync('package.json','utf8'));p.workspaces=['core','adapters/*','hosts/*'];fs.writeFileSync('package.json',JSON.stringify(p,null,2)+'\n')" \
  && npm prune --omit=dev --no-audit --no-fund \
@@ -42,7 +44,7 @@ RUN node -e "const fs=require('fs');const p=JSON.parse(fs.readFileSync('package.
  && node -e "require('fs').accessSync('/out/node_modules/shaka-packager/bin/packager-linux-'+process.arch, require('fs').constants.X_OK)"
 
 # ---- runtime ----
-FROM node:20-bookworm-slim AS runtime
+FROM node:24-bookworm-slim AS runtime
 # ffmpeg/ffprobe from Debian; tini as PID 1, so that ffmpeg and packager children that outlive a
 # killed run are reaped and SIGTERM reaches node, which drains (vod serve) or finishes its jobs
 # (vod worker) before it exits.
@@ -65,8 +67,9 @@ USER node
 EXPOSE 8080
 # No HEALTHCHECK: Cloud Run does not use it; it probes GET /healthz as the service definition
 # says (deploy/gcp/api.service.yaml).
-# --max-semi-space-size: V8's young generation may grow to 32 MiB semispaces (Node 20's default
-# cap is 16): an API request's garbage dies young, and fewer scavenges cost less CPU per request
-# (docs/decisions.md). A startup-only flag: bin/vod.ts cannot set it at run time.
+# --max-semi-space-size: V8's young generation may grow to 32 MiB semispaces: an API request's
+# garbage dies young, and fewer scavenges cost less CPU per request (docs/decisions.md). Node 24's
+# V8 grows them that far by itself (Node 20's stopped at 16); the flag keeps it so whatever a later
+# V8 picks. A startup-only flag: bin/vod.ts cannot set it at run time.
 ENTRYPOINT ["/usr/bin/tini", "--", "node", "--max-semi-space-size=32", "hosts/express/dist/bin/vod.js"]
 CMD ["serve"]

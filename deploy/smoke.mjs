@@ -4,7 +4,7 @@
 //   node deploy/smoke.mjs http://localhost:8080 [video-file]
 //
 // Without a video file, one is made with ffmpeg (2 s test pattern with a tone). Exits 0 when the
-// asset is ready, 1 with the asset or the failing answer otherwise. No dependency but Node 20.
+// asset is ready, 1 with the asset or the failing answer otherwise. No dependency but Node 24.
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";

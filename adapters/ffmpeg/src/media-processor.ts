@@ -21,6 +21,11 @@ import { resolveTools, type ToolConfig } from "./tools.js";
 
 export interface FfmpegConfig extends ToolConfig {
   /**
+   * Told once, when the processor is made, that ffmpeg or ffprobe is an old build shipped by an npm
+   * package (`ResolvedTools.warning`); a host passes its logger, so that it shows at start.
+   */
+  readonly log?: { warn(details: object, message: string): void };
+  /**
    * Where each job makes its scratch directory; default the OS temp directory. Directories left by
    * a worker that died are removed by the next processor here, which tells them by their maker's
    * pid: so this directory must not be shared with another machine or pid namespace.
@@ -336,6 +341,11 @@ export const signalClearKey = (playlist: string, keyId: string): string | undefi
  */
 export const ffmpegMediaProcessor = (config: FfmpegConfig = {}): MediaProcessor => {
   const tools = resolveTools(config);
+  if (tools.warning !== undefined)
+    (config.log ?? { warn: (_: unknown, message: string) => process.emitWarning(message) }).warn(
+      { ffmpeg: tools.ffmpeg, ffprobe: tools.ffprobe },
+      tools.warning,
+    );
   const scratch = scratchSpace(config.scratchDir ?? tmpdir());
   const preset = config.x264Preset ?? "veryfast";
   const crf = config.crf ?? 23;

@@ -24,6 +24,11 @@ export interface ResolvedTools {
     readonly ffprobe: ToolSource;
     readonly packager: ToolSource;
   };
+  /**
+   * Set when ffmpeg or ffprobe is the old build an npm package ships: what to tell the operator at
+   * start, at warn, naming the versions and how to install the system's.
+   */
+  readonly warning: string | undefined;
 }
 
 const require = createRequire(import.meta.url);
@@ -61,16 +66,40 @@ const shipped = (path: string | undefined): string | undefined => {
   return isExecutable(path) ? path : undefined;
 };
 
-const fromPackage = (name: string): string | undefined => {
+interface Shipped {
+  readonly path: string;
+  /** The build the package names (`20181210-g0e8eb07980` for @ffmpeg-installer's ffmpeg). */
+  readonly version: string;
+}
+
+const fromPackage = (name: string): Shipped | undefined => {
   try {
-    const loaded: unknown = require(name);
-    const path = (loaded as { path?: unknown }).path;
-    return typeof path === "string" ? path : undefined;
+    const loaded = require(name) as { path?: unknown; version?: unknown };
+    if (typeof loaded.path !== "string") return undefined;
+    return { path: loaded.path, version: typeof loaded.version === "string" ? loaded.version : "unknown" };
   } catch {
     // Not installed (optional dependency) or no binary for this platform.
     return undefined;
   }
 };
+
+const shippedByPackage = (name: string): Shipped | undefined => {
+  const found = fromPackage(name);
+  const path = shipped(found?.path);
+  return found && path ? { ...found, path } : undefined;
+};
+
+/**
+ * The installer packages ship static builds that are never updated (ffmpeg's is from 2018):
+ * decoding untrusted uploads with them exposes every demuxer and decoder bug fixed since. Kept as
+ * a last resort for a machine without ffmpeg, never silently.
+ */
+export const oldBuildWarning = (builds: ReadonlyArray<{ tool: string; version: string }>): string =>
+  `${builds.map((b) => `${b.tool} ${b.version}`).join(" and ")} ${builds.length > 1 ? "are the builds" : "is the build"} ` +
+  "shipped by an npm package (@ffmpeg-installer / @ffprobe-installer), found because the system has none: " +
+  "untrusted uploads are decoded by an old ffmpeg build without years of security fixes. " +
+  "Install ffmpeg (Debian/Ubuntu: apt-get install ffmpeg; macOS: brew install ffmpeg) " +
+  "or set VOD_FFMPEG_PATH and VOD_FFPROBE_PATH to a maintained build.";
 
 const packagerBinaries: Partial<Record<NodeJS.Platform, Partial<Record<NodeJS.Architecture, string>>>> = {
   linux: { x64: "packager-linux-x64", arm64: "packager-linux-arm64" },
@@ -121,19 +150,26 @@ const resolveOne = (
 
 /**
  * Finds each tool: the configured path first, else ffmpeg/ffprobe on the system's PATH, else the
- * binaries shipped by npm packages (`@ffmpeg-installer/ffmpeg`, `@ffprobe-installer/ffprobe`).
+ * binaries shipped by npm packages (`@ffmpeg-installer/ffmpeg`, `@ffprobe-installer/ffprobe`),
+ * which sets `warning`.
  * The packager: the configured path, else the binary of the pinned `shaka-packager` package, else
  * `packager` on PATH. Throws, naming the setting, when a tool cannot be found.
  */
 export const resolveTools = (config: ToolConfig = {}): ResolvedTools => {
   const searchPath = config.searchPath ?? process.env.PATH ?? "";
+  const builds: { tool: string; version: string }[] = [];
+  const npmBuild = (tool: string, name: string) => () => {
+    const found = shippedByPackage(name);
+    if (found) builds.push({ tool, version: found.version });
+    return found?.path;
+  };
   const [ffmpeg, ffmpegSource] = resolveOne("ffmpeg", config.ffmpegPath, searchPath, [
     ["system", () => onSearchPath("ffmpeg", searchPath)],
-    ["npm", () => shipped(fromPackage("@ffmpeg-installer/ffmpeg"))],
+    ["npm", npmBuild("ffmpeg", "@ffmpeg-installer/ffmpeg")],
   ]);
   const [ffprobe, ffprobeSource] = resolveOne("ffprobe", config.ffprobePath, searchPath, [
     ["system", () => onSearchPath("ffprobe", searchPath)],
-    ["npm", () => shipped(fromPackage("@ffprobe-installer/ffprobe"))],
+    ["npm", npmBuild("ffprobe", "@ffprobe-installer/ffprobe")],
   ]);
   // The pinned package comes before PATH: its flags are the ones this adapter was written against,
   // and "packager" on PATH may be an unrelated program.
@@ -146,5 +182,6 @@ export const resolveTools = (config: ToolConfig = {}): ResolvedTools => {
     ffprobe,
     packager,
     source: { ffmpeg: ffmpegSource, ffprobe: ffprobeSource, packager: packagerSource },
+    warning: builds.length > 0 ? oldBuildWarning(builds) : undefined,
   };
 };

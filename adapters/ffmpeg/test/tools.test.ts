@@ -26,6 +26,7 @@ describe("resolveTools", () => {
       ffmpeg: "/usr/bin/ffmpeg",
       ffprobe: "/usr/bin/ffprobe",
       source: { ffmpeg: "system", ffprobe: "system" },
+      warning: undefined,
     });
   });
 
@@ -33,6 +34,12 @@ describe("resolveTools", () => {
     const tools = resolveTools({ searchPath: "" });
     expect(tools.source).toEqual({ ffmpeg: "npm", ffprobe: "npm", packager: "npm" });
     expect(tools.ffmpeg).toMatch(/node_modules\/@ffmpeg-installer\/[^/]+\/ffmpeg$/);
+    // Never silently: the old build is named, with how to install a maintained one.
+    expect(tools.warning).toMatch(
+      /^ffmpeg 20181210-\w+ and ffprobe \S+ are the builds shipped by an npm package/,
+    );
+    expect(tools.warning).toContain("untrusted uploads are decoded by an old ffmpeg build");
+    expect(tools.warning).toContain("apt-get install ffmpeg");
     const ffmpeg = await run(tools.ffmpeg, ["-hide_banner", "-version"]);
     expect(ffmpeg.stdout).toMatch(/^ffmpeg version/);
     const ffprobe = await run(tools.ffprobe, ["-hide_banner", "-version"]);

@@ -13,7 +13,10 @@ export interface HttpWebhookSenderOptions {
    * networks: VOD_WEBHOOKS_ALLOW_PRIVATE). Off, only https to public addresses.
    */
   readonly allowPrivate?: boolean;
-  /** An attempt without a response by then failed (DECISIONS: 10 s). */
+  /**
+   * An attempt whose response, its body up to `MAX_RESPONSE_BODY_BYTES` included, has not come
+   * by then failed (DECISIONS: 10 s).
+   */
   readonly timeoutMs?: number;
 }
 
@@ -24,6 +27,9 @@ export interface HttpWebhookSenderOptions {
  */
 export const isPublicAddress = (address: string): boolean =>
   ipaddr.isValid(address) && ipaddr.process(address).range() === "unicast";
+
+/** How much of a receiver's response body is read: only its status counts. */
+export const MAX_RESPONSE_BODY_BYTES = 64 * 1024;
 
 const refused = (reason: string): UrlRefused => ({ _tag: "UrlRefused", reason });
 
@@ -103,11 +109,33 @@ export const httpWebhookSender = (options: HttpWebhookSenderOptions = {}): Webho
   const post = (url: URL, headers: Record<string, string>, body: string) =>
     Effect.async<SendResult>((resume) => {
       const controller = new AbortController();
-      const timer = setTimeout(() => controller.abort(), timeoutMs);
-      const done = (result: SendResult) => {
+      let status: number | undefined;
+      let settled = false;
+      const settle = (result: SendResult, cut: boolean) => {
+        if (settled) return;
+        settled = true;
         clearTimeout(timer);
+        // A response not read to its end leaves with its socket, which no later request reuses.
+        if (cut) controller.abort();
         resume(Effect.succeed(result));
       };
+      const answered = (code: number): SendResult => ({ ok: code >= 200 && code < 300, statusCode: code });
+      // The whole exchange, the response's body included, is bounded: a receiver that answers
+      // and then trickles or never ends its body holds no socket past it.
+      const timer = setTimeout(
+        () =>
+          settle(
+            status === undefined
+              ? { ok: false, statusCode: null, error: `no response within ${timeoutMs / 1000} s` }
+              : {
+                  ok: false,
+                  statusCode: status,
+                  error: `response not finished within ${timeoutMs / 1000} s`,
+                },
+            true,
+          ),
+        timeoutMs,
+      );
       const request = (url.protocol === "https:" ? httpsRequest : httpRequest)(
         url,
         {
@@ -121,21 +149,29 @@ export const httpWebhookSender = (options: HttpWebhookSenderOptions = {}): Webho
           signal: controller.signal,
         },
         (response: IncomingMessage) => {
-          const status = response.statusCode ?? 0;
-          // The answer is the status; the body is read only to free the socket.
-          response.resume();
-          done({ ok: status >= 200 && status < 300, statusCode: status });
+          const code = response.statusCode ?? 0;
+          status = code;
+          // The answer is the status; the body is read, up to a cap, only to free the socket for
+          // reuse. Past the cap the connection is dropped: an endless body is not read forever.
+          let read = 0;
+          response.on("data", (chunk: Buffer) => {
+            read += chunk.length;
+            if (read > MAX_RESPONSE_BODY_BYTES) settle(answered(code), true);
+          });
+          // Ended, or cut by the receiver: either way the status was its answer.
+          response.on("close", () => settle(answered(code), false));
+          response.on("error", () => undefined);
         },
       );
       request.on("error", (error: Error) =>
-        done({
-          ok: false,
-          statusCode: null,
-          error: controller.signal.aborted ? `no response within ${timeoutMs / 1000} s` : error.message,
-        }),
+        settle(
+          status === undefined ? { ok: false, statusCode: null, error: error.message } : answered(status),
+          false,
+        ),
       );
       request.end(body);
       return Effect.sync(() => {
+        settled = true;
         clearTimeout(timer);
         controller.abort();
       });

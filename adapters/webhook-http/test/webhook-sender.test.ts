@@ -1,8 +1,48 @@
+import { createServer, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
 import { HOLD, startWebhookReceiver, type WebhookReceiver } from "@vod/contract-tests";
 import { Effect, Either } from "effect";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { httpWebhookSender, isPublicAddress } from "../src/index.js";
+
+/**
+ * A receiver that answers 200 and then writes its body as `write` says, for as long as the
+ * sender's socket stays open; `closed` resolves, once it is closed, with the bytes the receiver
+ * managed to hand to its socket.
+ */
+const startBodyReceiver = async (write: (res: ServerResponse) => void) => {
+  let closed!: (bytes: number) => void;
+  const socketClosed = new Promise<number>((resolve) => {
+    closed = resolve;
+  });
+  const server = createServer((req, res) => {
+    req.resume();
+    req.socket.once("close", () => closed(req.socket.bytesWritten));
+    res.writeHead(200, { "content-type": "text/plain" });
+    write(res);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    socketClosed,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+};
+
+/** Writes 64 KiB chunks as fast as the socket takes them, until it is closed. */
+const endless = (res: ServerResponse) => {
+  const chunk = Buffer.alloc(64 * 1024, 120);
+  const more = () => {
+    while (!res.destroyed && res.write(chunk));
+    if (!res.destroyed) res.once("drain", more);
+  };
+  more();
+};
 
 const secret = `whsec_${Buffer.alloc(32, 7).toString("base64")}`;
 const message = (url: string) => ({
@@ -98,4 +138,44 @@ describe("httpWebhookSender", () => {
     const result = await Effect.runPromise(sender.send(message(`${receiver.url}/slow`)));
     expect(result).toEqual({ ok: false, statusCode: null, error: "no response within 0.2 s" });
   });
+
+  it("reads an endless response body only up to a cap, then closes the socket; the status counts", async () => {
+    const endlessReceiver = await startBodyReceiver(endless);
+    try {
+      const sender = httpWebhookSender({ allowPrivate: true });
+      const result = await Effect.runPromise(sender.send(message(`${endlessReceiver.url}/endless`)));
+      expect(result).toEqual({ ok: true, statusCode: 200 });
+      // What the receiver could write before the sender let go: the cap, and what the kernel's
+      // socket buffers took meanwhile (on main: ~120 MB in 15 s, and the socket never closed).
+      expect(await endlessReceiver.socketClosed).toBeLessThan(16 * 1024 * 1024);
+    } finally {
+      await endlessReceiver.close();
+    }
+  }, 20_000);
+
+  it("bounds the whole exchange, a body that stops coming included, by the timeout", async () => {
+    const stalled = await startBodyReceiver((res) => res.write("a start and no end"));
+    try {
+      const sender = httpWebhookSender({ allowPrivate: true, timeoutMs: 300 });
+      const result = await Effect.runPromise(sender.send(message(`${stalled.url}/stalled`)));
+      expect(result).toEqual({ ok: false, statusCode: 200, error: "response not finished within 0.3 s" });
+      expect(await stalled.socketClosed).toBeGreaterThan(0);
+    } finally {
+      await stalled.close();
+    }
+  }, 20_000);
+
+  it("takes the status of a response whose receiver cuts its body off, without waiting for the timeout", async () => {
+    const cut = await startBodyReceiver((res) => {
+      res.write("half a body");
+      setImmediate(() => res.socket?.destroy());
+    });
+    try {
+      const sender = httpWebhookSender({ allowPrivate: true, timeoutMs: 5_000 });
+      const result = await Effect.runPromise(sender.send(message(`${cut.url}/cut`)));
+      expect(result).toEqual({ ok: true, statusCode: 200 });
+    } finally {
+      await cut.close();
+    }
+  }, 20_000);
 });

@@ -760,6 +760,8 @@ export const describePlayback = (makeSubject: MakeHttpSubject): void => {
           asset_id: c.drm.id,
           kid: Buffer.from(kid, "base64url").toString("hex"),
         });
+        // Wrapped bound to its tenant and asset (DECISIONS "Account security").
+        expect(stored?.wrapped_key).toMatch(/^v2:/);
         const raw = Buffer.from(key, "base64url");
         const row = JSON.stringify(stored);
         for (const form of [key, raw.toString("hex"), raw.toString("base64")])

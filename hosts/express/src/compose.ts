@@ -62,8 +62,13 @@ export interface ComposeOverrides {
   readonly clock?: Clock;
   /** Told of the job queue's background errors (maintenance, heartbeats, lost outcomes). */
   readonly onQueueError?: (error: unknown) => void;
-  /** Told when the database or Redis goes away (once per outage, at warn) and comes back (info). */
+  /**
+   * Told when the database or Redis goes away (once per outage, at warn) and comes back (info),
+   * and at start when ffmpeg is an old build shipped by an npm package (warn).
+   */
   readonly logger?: DependencyLog;
+  /** Where ffmpeg and ffprobe are looked for instead of PATH, when not configured (tests). */
+  readonly toolSearchPath?: string;
 }
 
 export interface ComposedVod {
@@ -242,6 +247,8 @@ export const composeVod = async (
           ffmpegPath: config.media.ffmpegPath,
           ffprobePath: config.media.ffprobePath,
           maxDurationMs: config.media.maxSourceDurationSeconds * 1000,
+          ...(overrides.toolSearchPath !== undefined ? { searchPath: overrides.toolSearchPath } : {}),
+          ...(overrides.logger ? { log: overrides.logger } : {}),
         })
       : undefined);
 

@@ -1,8 +1,8 @@
 import { setFlagsFromString } from "node:v8";
 
 /**
- * Node 20's V8 counts new external memory, such as the 64 KiB buffer of each chunk read from a
- * socket, against the old generation's limit until the next full GC. Between two scavenges,
+ * V8 (measured on Node 20) counts new external memory, such as the 64 KiB buffer of each chunk
+ * read from a socket, against the old generation's limit until the next full GC. Between two scavenges,
  * part PUTs allocate ~32 MB of such buffers, all short-lived. The heap's own headroom after a
  * full GC is often less than that: V8's growing factor can fall to 1.1, and the memory reducer
  * shrinks the heap after a pause. A following upload then set off a full GC every ~25 MB: 40-60

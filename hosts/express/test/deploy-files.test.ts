@@ -177,4 +177,22 @@ describe("deploy files", () => {
     const images = new Set(workloads.flatMap((w) => w.containers.map((c) => c.image)));
     expect(images.size).toBe(1);
   });
+
+  it("build the image on the Node line package.json asks for, decoding with Debian's ffmpeg only", () => {
+    const dockerfile = read("Dockerfile");
+    const engines = (JSON.parse(read("package.json")) as { engines: { node: string } }).engines.node;
+    const major = /^>=(\d+)/.exec(engines)?.[1];
+    expect(Number(major)).toBeGreaterThanOrEqual(24);
+    const bases = [...dockerfile.matchAll(/^FROM (\S+)/gm)].map((m) => m[1]);
+    expect(bases).toEqual([`node:${major}-bookworm-slim`, `node:${major}-bookworm-slim`]);
+    // The npm packages' 2018 ffmpeg never ships in the image, and the adapter is pointed at
+    // Debian's: a path that is set and missing stops the start instead of falling back.
+    expect(dockerfile).toMatch(/apt-get install -y --no-install-recommends ffmpeg\b/);
+    expect(dockerfile).toContain("rm -rf node_modules/@ffmpeg-installer node_modules/@ffprobe-installer");
+    const env = Object.fromEntries(
+      [...dockerfile.matchAll(/\b(VOD_[A-Z0-9_]+)=(\S+)/g)].map((m) => [m[1]!, m[2]!]),
+    );
+    const media = loadConfig(env).media;
+    expect([media.ffmpegPath, media.ffprobePath]).toEqual(["/usr/bin/ffmpeg", "/usr/bin/ffprobe"]);
+  });
 });

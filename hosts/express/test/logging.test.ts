@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
@@ -54,5 +54,54 @@ it("writes no credential of a request into the log", async () => {
   } finally {
     await host.close(1_000);
     await rm(dir, { recursive: true, force: true });
+  }
+});
+
+it("warns at start, naming the build and how to install ffmpeg, when only the npm-shipped ffmpeg is found", async () => {
+  const startLog = async (toolSearchPath: string) => {
+    let lines = "";
+    const sinkStream = new Writable({
+      write(chunk, _enc, done) {
+        lines += chunk;
+        done();
+      },
+    });
+    const dir = await mkdtemp(join(tmpdir(), "vod-log-"));
+    const host = await startHost(loadConfig({ PORT: "0", VOD_HOST: "127.0.0.1", VOD_DATA_DIR: dir }), {
+      storage: memoryStorage(),
+      logger: createLogger("info", sinkStream),
+      toolSearchPath,
+    });
+    await host.close(1_000);
+    await rm(dir, { recursive: true, force: true });
+    return lines
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line) as { level: number; msg: string; ffmpeg?: string });
+  };
+
+  // No ffmpeg on the search path: the installer packages' binaries are what is left.
+  const fallback = await startLog("");
+  const warning = fallback.findIndex((l) => l.level === 40 && l.msg.includes("untrusted uploads"));
+  expect(warning).toBeGreaterThanOrEqual(0);
+  expect(fallback[warning]?.msg).toMatch(
+    /^ffmpeg 20181210-\w+ and ffprobe \w+-\w+ are the builds shipped by an npm package/,
+  );
+  expect(fallback[warning]?.msg).toContain("apt-get install ffmpeg");
+  expect(fallback[warning]?.msg).toContain("brew install ffmpeg");
+  expect(fallback[warning]?.ffmpeg).toMatch(/node_modules\/@ffmpeg-installer\//);
+  // Given with the start, before the host says it listens.
+  expect(warning).toBeLessThan(fallback.findIndex((l) => l.msg === "vod host listening"));
+
+  // A system ffmpeg and ffprobe on the search path (stand-ins: only found, never run here).
+  const bin = await mkdtemp(join(tmpdir(), "vod-bin-"));
+  try {
+    for (const tool of ["ffmpeg", "ffprobe"])
+      await writeFile(join(bin, tool), "#!/bin/sh\n", { mode: 0o755 });
+    const system = await startLog(bin);
+    expect(system.some((l) => l.msg === "vod host listening")).toBe(true);
+    expect(system.filter((l) => l.level >= 40)).toEqual([]);
+  } finally {
+    await rm(bin, { recursive: true, force: true });
   }
 });
