@@ -1,4 +1,9 @@
-import { idempotencyKeysSql, rowLevelSecuritySql, tenantOwnedTablesSql } from "./row-level-security.js";
+import {
+  emailTokensSql,
+  idempotencyKeysSql,
+  rowLevelSecuritySql,
+  tenantOwnedTablesSql,
+} from "./row-level-security.js";
 import type { Queryable, SqlDatabase } from "./sql.js";
 import { withStartupLock } from "./startup-lock.js";
 
@@ -231,6 +236,7 @@ CREATE INDEX webhook_deliveries_webhook_idx
 ${tenantOwnedTablesSql(["webhooks", "webhook_deliveries"])}
 `,
   },
+  { version: 9, name: "tokens of account mail", sql: emailTokensSql },
 ];
 
 /**
