@@ -30,12 +30,14 @@ import {
 } from "@vod/adapter-postgres";
 import { type PrometheusMetrics, prometheusMetrics } from "@vod/adapter-prometheus";
 import { type DependencyLog, type RedisAdapters, redisAdapters } from "@vod/adapter-redis";
+import { logMailer, type SmtpMailer, smtpMailer } from "@vod/adapter-smtp";
 import { httpWebhookSender } from "@vod/adapter-webhook-http";
 import {
   type Clock,
   coreModule,
   type JobQueue,
   layeredRevocations,
+  type Mailer,
   type MediaProcessor,
   type ObjectStore,
   type RevocationStore,
@@ -57,6 +59,8 @@ export interface ComposeOverrides {
   /** With an overridden storage: the queue its enqueues land in (none: no jobs run). */
   readonly jobQueue?: JobQueue;
   readonly mediaProcessor?: MediaProcessor;
+  /** Account mail's way out instead of VOD_SMTP_URL's (or the log). */
+  readonly mailer?: Mailer;
   readonly revocationStore?: RevocationStore;
   readonly telemetrySink?: TelemetrySink;
   readonly clock?: Clock;
@@ -148,6 +152,7 @@ export const composeVod = async (
       : await loadOrCreateSecret(config.dataDir, "drm-master-key"),
     mediaUrl: config.mediaUrl,
     drmUrl: config.drmUrl,
+    appUrl: config.appUrl,
     keySystems: {
       widevine: config.drm.widevineLicenseUrl,
       playready: config.drm.playreadyLicenseUrl,
@@ -245,6 +250,13 @@ export const composeVod = async (
         })
       : undefined);
 
+  // Account mail goes out from processes that run jobs; without VOD_SMTP_URL it goes to the log.
+  const smtp: SmtpMailer | undefined =
+    config.mail.smtpUrl && !overrides.mailer
+      ? smtpMailer({ url: config.mail.smtpUrl, from: config.mail.from })
+      : undefined;
+  const mailer = overrides.mailer ?? smtp ?? logMailer(overrides.logger ?? { info: () => {} });
+
   const metrics = prometheusMetrics(redis ? { redis: redis.health } : {});
   const readiness: ReadinessCheck[] = [
     ...(db ? [{ name: "database", check: () => ping(db) }] : []),
@@ -275,6 +287,7 @@ export const composeVod = async (
       bind(Tokens.WebhookSender).toConstantValue(
         httpWebhookSender({ allowPrivate: config.webhooks.allowPrivate }),
       );
+      bind(Tokens.Mailer).toConstantValue(mailer);
       bind(Tokens.IdentityVerifier).toConstantValue(
         googleIdentityVerifier({ clientId: config.google.clientId, certsUrl: config.google.certsUrl }),
       );
@@ -289,6 +302,7 @@ export const composeVod = async (
     readiness,
     close: async () => {
       await boss?.close();
+      smtp?.close();
       await db?.close();
       await redis?.close();
     },
