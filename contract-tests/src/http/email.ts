@@ -7,7 +7,6 @@ import {
   expectError,
   expectInvalidFields,
   expectNoContent,
-  expectStatus,
   expectUnauthorized,
   type Harness,
   logIn,
