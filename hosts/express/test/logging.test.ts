@@ -2,7 +2,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
-import { memoryStorage } from "@vod/adapter-memory";
+import { memoryJobQueue, memoryStorage } from "@vod/adapter-memory";
 import { createLogger, loadConfig, loggedPath, startHost } from "@vod/host-express";
 import { expect, it } from "vitest";
 
@@ -51,6 +51,48 @@ it("writes no credential of a request into the log", async () => {
       "vod_AAAAAAAA_secret",
     ])
       expect(lines).not.toContain(secret);
+  } finally {
+    await host.close(1_000);
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+it("writes account mail to the log at info when no VOD_SMTP_URL is set; its link works", async () => {
+  const lines: Array<Record<string, unknown>> = [];
+  const sinkStream = new Writable({
+    write(chunk, _enc, done) {
+      for (const line of String(chunk).split("\n")) if (line) lines.push(JSON.parse(line));
+      done();
+    },
+  });
+  const dir = await mkdtemp(join(tmpdir(), "vod-log-"));
+  const storage = memoryStorage();
+  const host = await startHost(
+    loadConfig({ PORT: "0", VOD_HOST: "127.0.0.1", VOD_DATA_DIR: dir, VOD_WORKER_CONCURRENCY: "1" }),
+    { storage, jobQueue: memoryJobQueue(storage), logger: createLogger("info", sinkStream) },
+  );
+  try {
+    const email = `log-mail-${Date.now()}@example.com`;
+    const post = (path: string, body: unknown) =>
+      fetch(`${host.url}${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    expect((await post("/v1/auth/signup", { email, password: "secret horse battery" })).status).toBe(201);
+    expect((await post("/v1/auth/password/forgot", { email })).status).toBe(202);
+    const end = Date.now() + 10_000;
+    let mail: Record<string, unknown> | undefined;
+    while (!mail && Date.now() < end) {
+      mail = lines.find((l) => l.to === email);
+      if (!mail) await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(mail).toMatchObject({ level: 30, subject: "Reset your password" });
+    const token = /\/reset-password#token=([A-Za-z0-9]{43})/.exec(String(mail?.text))?.[1];
+    expect(token).toBeDefined();
+    const reset = await post("/v1/auth/password/reset", { token, new_password: "another horse battery" });
+    expect(reset.status).toBe(204);
+    expect(JSON.stringify(lines)).not.toContain("another horse battery");
   } finally {
     await host.close(1_000);
     await rm(dir, { recursive: true, force: true });
