@@ -11,7 +11,7 @@ export const logMailer = (log: { info(details: object, message: string): void })
     Effect.sync(() =>
       log.info(
         { to: message.to, subject: message.subject, text: message.text },
-        "mail not sent (no VOD_SMTP_URL)",
+        "mail written to the log, not sent",
       ),
     ),
 });

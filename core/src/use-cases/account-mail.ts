@@ -73,16 +73,22 @@ export const makeAccountMail = (ports: VodPorts, config: VodConfig, forget: Forg
   const confirmEmail = (token: string, clientIp: string) =>
     Effect.gen(function* () {
       yield* limitAuthByIp(clientIp);
-      const used = yield* storage.emailTokens.use(sha256Hex(token), "verify_email", clock.now());
-      if (Option.isNone(used)) return yield* Effect.fail(invalidToken());
-      const { tenant_id, user_id, email } = used.value;
-      const user = yield* storage.users.get(tenant_id, user_id);
-      if (Option.isNone(user) || normalizeEmail(user.value.email) !== normalizeEmail(email))
-        return yield* Effect.fail(invalidToken());
-      yield* storage.users.setEmailVerified(tenant_id, user_id, true);
+      // The link is spent if and only if the email is marked verified.
+      const user = yield* storage.transaction((tx) =>
+        Effect.gen(function* () {
+          const used = yield* tx.emailTokens.use(sha256Hex(token), "verify_email", clock.now());
+          if (Option.isNone(used)) return yield* Effect.fail(invalidToken());
+          const { tenant_id, user_id, email } = used.value;
+          const found = yield* tx.users.get(tenant_id, user_id);
+          if (Option.isNone(found) || normalizeEmail(found.value.email) !== normalizeEmail(email))
+            return yield* Effect.fail(invalidToken());
+          yield* tx.users.setEmailVerified(tenant_id, user_id, true);
+          return found.value;
+        }),
+      );
       // GET /v1/auth/me of every session of the user shows the verified email at once.
-      yield* forget({ kind: "user", id: user_id });
-      return { user: publicUser({ ...user.value, email_verified: true }) };
+      yield* forget({ kind: "user", id: user.id });
+      return { user: publicUser({ ...user, email_verified: true }) };
     });
 
   /**
