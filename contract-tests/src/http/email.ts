@@ -323,6 +323,14 @@ export const describeAccountMail = (makeSubject: MakeHttpSubject): void => {
         expect((await forgot(h, account.email)).status).toBe(202);
         const [mail] = await h.mail.waitFor(account.email);
         expect(mail?.subject).toBe("Reset your password");
+        // The operator sees the refused attempt counted, and the sent mail once its run has ended.
+        const count = (text: string, result: string) =>
+          Number(new RegExp(`^vod_account_mails_total\\{result="${result}"\\} (\\d+)`, "m").exec(text)?.[1]);
+        const metrics = await until(
+          async () => (await fetch(`${h.baseUrl}/metrics`)).text(),
+          (text) => count(text, "sent") > 0,
+        );
+        expect(count(metrics, "retrying")).toBeGreaterThan(0);
         const token = tokenOf(mail, "reset-password");
         expectNoContent(
           await h.api.post("/v1/auth/password/reset", {

@@ -126,6 +126,7 @@ export const startWorker = async (
       return vod.accountMail.sendAccountMail(job).pipe(
         Effect.tap((outcome) =>
           Effect.sync(() => {
+            metrics?.accountMailSent(outcome.status);
             if (outcome.status === "sent")
               log.info({ ...context, user_id: outcome.user_id }, "account mail sent");
             else log.debug(context, "account mail skipped");
@@ -134,11 +135,12 @@ export const startWorker = async (
         Effect.asVoid,
         // Retried with backoff; the last failure is the one an operator must see.
         Effect.tapError((e) =>
-          Effect.sync(() =>
-            job.attempt >= job.maxAttempts
-              ? log.error({ ...context, err: e.message }, "account mail not sent; no attempt left")
-              : log.warn({ ...context, err: e.message }, "account mail attempt failed"),
-          ),
+          Effect.sync(() => {
+            const last = job.attempt >= job.maxAttempts;
+            metrics?.accountMailSent(last ? "failed" : "retrying");
+            if (last) log.error({ ...context, err: e.message }, "account mail not sent; no attempt left");
+            else log.warn({ ...context, err: e.message }, "account mail attempt failed");
+          }),
         ),
       );
     }),
