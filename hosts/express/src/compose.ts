@@ -250,12 +250,22 @@ export const composeVod = async (
         })
       : undefined);
 
-  // Account mail goes out from processes that run jobs; without VOD_SMTP_URL it goes to the log.
+  // Account mail goes out from processes that run jobs. Without VOD_SMTP_URL the embedded default
+  // writes it to the log (one operator reads it); a server deployment, whose logs are shared and
+  // kept, gets no mailer: its mail jobs fail, each logged and counted, and the start warns.
   const smtp: SmtpMailer | undefined =
     config.mail.smtpUrl && !overrides.mailer
       ? smtpMailer({ url: config.mail.smtpUrl, from: config.mail.from })
       : undefined;
-  const mailer = overrides.mailer ?? smtp ?? logMailer(overrides.logger ?? { info: () => {} });
+  const mailer =
+    overrides.mailer ??
+    smtp ??
+    (config.database.url ? undefined : logMailer(overrides.logger ?? { info: () => {} }));
+  if (!mailer && role.runsJobs)
+    overrides.logger?.warn(
+      {},
+      "VOD_SMTP_URL is not set: verification and password reset mails cannot be sent",
+    );
 
   const metrics = prometheusMetrics(redis ? { redis: redis.health } : {});
   const readiness: ReadinessCheck[] = [
@@ -287,7 +297,7 @@ export const composeVod = async (
       bind(Tokens.WebhookSender).toConstantValue(
         httpWebhookSender({ allowPrivate: config.webhooks.allowPrivate }),
       );
-      bind(Tokens.Mailer).toConstantValue(mailer);
+      if (mailer) bind(Tokens.Mailer).toConstantValue(mailer);
       bind(Tokens.IdentityVerifier).toConstantValue(
         googleIdentityVerifier({ clientId: config.google.clientId, certsUrl: config.google.certsUrl }),
       );
