@@ -207,8 +207,8 @@ export interface HostConfig {
   /** The web app whose pages take the links of account mail (default: the base URL). */
   readonly appUrl: string;
   /**
-   * Account mail: over SMTP when `smtpUrl` is set, else written to the log at info (the link
-   * included), for development.
+   * Account mail: over SMTP when `smtpUrl` is set; else the embedded default writes it to the log
+   * at info (the link included), and a server deployment (`database.url`) sends none.
    */
   readonly mail: { readonly smtpUrl?: string | undefined; readonly from: string };
   readonly google: { readonly clientId?: string | undefined; readonly certsUrl?: string | undefined };
