@@ -319,9 +319,15 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
   const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ""));
   const decoded = Schema.decodeUnknownEither(Env, { errors: "all" })(present);
   if (Either.isLeft(decoded)) {
-    const problems = ParseResult.ArrayFormatter.formatErrorSync(decoded.left).map(
-      (issue) => `${String(issue.path[0] ?? "environment")}: ${issue.message}`,
-    );
+    // One message per variable, the schema's own: an optional variable fails a second time as
+    // "Expected undefined, actual <value>", and a value may hold a password (database, Redis, SMTP).
+    const seen = new Set<string>();
+    const problems = ParseResult.ArrayFormatter.formatErrorSync(decoded.left).flatMap((issue) => {
+      const name = String(issue.path[0] ?? "environment");
+      if (seen.has(name)) return [];
+      seen.add(name);
+      return [`${name}: ${issue.message}`];
+    });
     throw new ConfigError(`invalid configuration:\n  ${problems.join("\n  ")}`);
   }
   const e = decoded.right;

@@ -188,6 +188,7 @@ describe("account mail: VOD_SMTP_URL, VOD_MAIL_FROM, VOD_APP_URL", () => {
     expect(wrongScheme).toContain("VOD_SMTP_URL: must be an smtp:// or smtps:// URL");
     // The URL carries a password: the message names the variable, never its value.
     expect(wrongScheme).not.toContain("s3cret-pw");
+    expect(message({ VOD_DATABASE_URL: "mysql://u:s3cret-pw@db/vod" })).not.toContain("s3cret-pw");
     expect(message({ VOD_MAIL_FROM: "nobody" })).toContain("VOD_MAIL_FROM:");
     expect(message({ VOD_MAIL_FROM: "a@b.c\r\nBcc: x@y.z" })).toContain("VOD_MAIL_FROM:");
     expect(message({ VOD_SMTP_URL: "smtp://smtp.example.com:587" })).toContain(
