@@ -26,6 +26,7 @@ export default defineConfig({
       "@vod/adapter-argon2": src("adapters/argon2"),
       "@vod/adapter-google-identity": src("adapters/google-identity"),
       "@vod/adapter-webhook-http": src("adapters/webhook-http"),
+      "@vod/adapter-smtp": src("adapters/smtp"),
       "@vod/host-express": src("hosts/express"),
       "@vod/contract-tests": src("contract-tests"),
       "@vod/example-embedded": src("examples/embedded"),

@@ -2,6 +2,7 @@ import type {
   ApiKey,
   Asset,
   ContentKey,
+  EmailToken,
   Identity,
   PlaybackSession,
   RefreshSession,
@@ -24,6 +25,8 @@ export interface StorageBackdoor {
   identity(provider: Identity["provider"], subject: string): Promise<Identity | undefined>;
   refreshSession(id: string): Promise<RefreshSession | undefined>;
   refreshTokensOfSession(sessionId: string): Promise<ReadonlyArray<RefreshToken>>;
+  /** The user's tokens of account mail as stored (hashes only), oldest first. */
+  emailTokensOfUser(userId: string): Promise<ReadonlyArray<EmailToken>>;
   apiKey(id: string): Promise<ApiKey | undefined>;
   asset(id: string): Promise<Asset | undefined>;
   upload(id: string): Promise<UploadSession | undefined>;

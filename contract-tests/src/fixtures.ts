@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type {
   ApiKey,
   Asset,
+  EmailToken,
   RefreshSession,
   RefreshToken,
   Tenant,
@@ -54,6 +55,21 @@ export const aToken = (session: RefreshSession, over: Partial<RefreshToken> = {}
   user_id: session.user_id,
   created_at: 1_700_000_000_000,
   expires_at: 1_800_000_000_000,
+  used_at: null,
+  ...over,
+});
+
+export const anEmailToken = (
+  user: { readonly id: string; readonly tenant_id: string; readonly email: string },
+  over: Partial<EmailToken> = {},
+): EmailToken => ({
+  token_hash: uid("hash"),
+  purpose: "reset_password",
+  tenant_id: user.tenant_id,
+  user_id: user.id,
+  email: user.email,
+  created_at: 1_700_000_000_000,
+  expires_at: 1_700_001_800_000,
   used_at: null,
   ...over,
 });

@@ -12,6 +12,7 @@ export * from "./rate-limiter.js";
 export * from "./revocation-store.js";
 export * from "./schemas.js";
 export * from "./services.js";
+export * from "./smtp-test-server.js";
 export * from "./storage.js";
 export * from "./telemetry-sink.js";
 export * from "./token-signer.js";

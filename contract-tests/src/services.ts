@@ -22,11 +22,16 @@ export const suiteName = (
   orElse = "run a Docker engine",
 ) => (available ? name : `${name} (skipped: set ${variable}${orElse ? ` or ${orElse}` : ""})`);
 
-/** Extra environment of a host under test: fake Google, one trusted proxy hop (per-test client IPs in X-Forwarded-For), no logs. */
+/**
+ * Extra environment of a host under test: fake Google, one trusted proxy hop (per-test client IPs
+ * in X-Forwarded-For), no logs; with `smtp`, account mail goes to that server (a `startSmtpTestServer`).
+ */
 export const testHostEnv = (
   google: { readonly clientId: string; readonly certsUrl: string },
   dataDir: string,
+  smtp?: { readonly url: string },
 ): Record<string, string> => ({
+  ...(smtp ? { VOD_SMTP_URL: smtp.url, VOD_MAIL_FROM: "VOD test <no-reply@vod.test>" } : {}),
   PORT: "0",
   VOD_HOST: "127.0.0.1",
   VOD_DATA_DIR: dataDir,

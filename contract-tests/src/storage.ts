@@ -6,6 +6,7 @@ import {
   aDelivery,
   anApiKey,
   anAsset,
+  anEmailToken,
   anUpload,
   aSession,
   aTenant,
@@ -185,6 +186,79 @@ export const describeStorage = (name: string, makeSubject: () => Promise<Storage
           ),
         );
         expect(results.filter(Boolean)).toHaveLength(1);
+      });
+    });
+
+    describe("tokens of account mail", () => {
+      it("stores a token as given and uses it once, by its hash, before it expires", async () => {
+        const { user } = await tenantWithUser();
+        const token = anEmailToken(user);
+        await run(storage.emailTokens.insert(token));
+        expect(await db.emailTokensOfUser(user.id)).toEqual([token]);
+        // Another purpose, and the expiry instant itself, do not use it.
+        expect(Option.isNone(await run(storage.emailTokens.use(token.token_hash, "verify_email", 1)))).toBe(
+          true,
+        );
+        expect(
+          Option.isNone(
+            await run(storage.emailTokens.use(token.token_hash, "reset_password", token.expires_at)),
+          ),
+        ).toBe(true);
+        expect((await db.emailTokensOfUser(user.id))[0]?.used_at).toBeNull();
+        expect(await run(storage.emailTokens.use(token.token_hash, "reset_password", 7))).toEqual(
+          Option.some(token),
+        );
+        expect(Option.isNone(await run(storage.emailTokens.use(token.token_hash, "reset_password", 8)))).toBe(
+          true,
+        );
+        expect((await db.emailTokensOfUser(user.id))[0]?.used_at).toBe(7);
+        expect(Option.isNone(await run(storage.emailTokens.use(uid("unknown"), "reset_password", 9)))).toBe(
+          true,
+        );
+      });
+
+      it("lets exactly one of many concurrent uses of a token win", async () => {
+        const { user } = await tenantWithUser();
+        const token = anEmailToken(user, { purpose: "verify_email" });
+        await run(storage.emailTokens.insert(token));
+        const results = await Promise.all(
+          Array.from({ length: 8 }, (_, i) =>
+            run(storage.emailTokens.use(token.token_hash, "verify_email", 100 + i)),
+          ),
+        );
+        expect(results.filter(Option.isSome)).toHaveLength(1);
+      });
+
+      it("spends every unused token of the user of one purpose, and no one else's", async () => {
+        const { user } = await tenantWithUser();
+        const { user: stranger } = await tenantWithUser();
+        const [a, b, verify, theirs] = [
+          anEmailToken(user),
+          anEmailToken(user),
+          anEmailToken(user, { purpose: "verify_email" }),
+          anEmailToken(stranger),
+        ];
+        for (const t of [a, b, verify, theirs]) await run(storage.emailTokens.insert(t));
+        await run(storage.emailTokens.useAllOfUser("tnt_other", user.id, "reset_password", 4));
+        expect((await db.emailTokensOfUser(user.id)).every((t) => t.used_at === null)).toBe(true);
+        await run(storage.emailTokens.useAllOfUser(user.tenant_id, user.id, "reset_password", 5));
+        const byHash = new Map((await db.emailTokensOfUser(user.id)).map((t) => [t.token_hash, t.used_at]));
+        expect(byHash.get(a.token_hash)).toBe(5);
+        expect(byHash.get(b.token_hash)).toBe(5);
+        expect(byHash.get(verify.token_hash)).toBeNull();
+        expect((await db.emailTokensOfUser(stranger.id))[0]?.used_at).toBeNull();
+      });
+
+      it("stores nothing of a token inserted in a failed unit of work", async () => {
+        const { user } = await tenantWithUser();
+        const token = anEmailToken(user);
+        const result = await attempt(
+          storage.transaction((tx) =>
+            Effect.flatMap(tx.emailTokens.insert(token), () => Effect.fail("stop" as const)),
+          ),
+        );
+        expect(Either.isLeft(result)).toBe(true);
+        expect(await db.emailTokensOfUser(user.id)).toEqual([]);
       });
     });
 

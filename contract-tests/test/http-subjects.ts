@@ -31,6 +31,7 @@ import {
   type HttpSubject,
   type MakeHttpSubject,
   startFakeGoogle,
+  startSmtpTestServer,
   temporarySchemas,
   testHostEnv,
   uid,
@@ -65,12 +66,13 @@ const subjectMaker =
   (label: string, setEnv: () => Record<string, string>, start: Start): MakeHttpSubject =>
   async (env = {}) => {
     const google = await startFakeGoogle();
+    const mail = await startSmtpTestServer();
     const dataDir = await mkdtemp(join(tmpdir(), `vod-http-${label}-`));
     const clock = manualClock(Date.now());
     let started: Started;
     try {
       const config = loadConfig({
-        ...testHostEnv(google, dataDir),
+        ...testHostEnv(google, dataDir, mail),
         VOD_WORKER_CONCURRENCY: "0",
         ...setEnv(),
         ...env,
@@ -78,6 +80,7 @@ const subjectMaker =
       started = await start(config, clock, dataDir);
     } catch (error) {
       await google.close();
+      await mail.close();
       await rm(dataDir, { recursive: true, force: true });
       throw error;
     }
@@ -97,10 +100,12 @@ const subjectMaker =
       ...(started.objectStore ? { objectStore: started.objectStore } : {}),
       clock,
       google,
+      mail,
       cleanup: async () => {
         await started.host.close(1_000);
         await started.close?.();
         await google.close();
+        await mail.close();
         await rm(dataDir, { recursive: true, force: true });
       },
     };

@@ -13,6 +13,12 @@ export interface VodConfig {
   readonly mediaUrl: string;
   /** Public URL of the DRM app ({drm_url}): entitlements and the ClearKey licence endpoint. */
   readonly drmUrl: string;
+  /**
+   * Public URL of the web app whose pages take the links of account mail:
+   * `{appUrl}/verify-email#token=…` and `{appUrl}/reset-password#token=…`. The token is in the
+   * fragment, which browsers send to no server (no access log, no Referer); the page POSTs it.
+   */
+  readonly appUrl: string;
   /** 32 bytes that wrap content keys at rest (AES-256-GCM). Lose it and DRM assets cannot play. */
   readonly drmMasterKey: Uint8Array;
   /** Licence servers of third-party key systems, listed in entitlements when configured. */
@@ -63,6 +69,8 @@ export interface VodConfig {
     readonly apiPerCredentialPerMinute: number;
     /** Telemetry batches per playback session per minute. */
     readonly telemetryPerSessionPerMinute: number;
+    /** Verification mails per user, and reset requests per email, per hour. */
+    readonly accountMailPerHour: number;
   };
 }
 
@@ -72,6 +80,7 @@ export const defaultRateLimits: VodConfig["rateLimits"] = {
   loginFailuresPerEmailPer15Minutes: 100,
   apiPerCredentialPerMinute: 1200,
   telemetryPerSessionPerMinute: 120,
+  accountMailPerHour: 5,
 };
 
 export const defaultConfig = (secrets: {
@@ -85,6 +94,7 @@ export const defaultConfig = (secrets: {
   uploadUrlSecret: secrets.uploadUrlSecret,
   mediaUrl: "http://localhost:8080",
   drmUrl: "http://localhost:8080",
+  appUrl: "http://localhost:8080",
   drmMasterKey: secrets.drmMasterKey,
   keySystems: {},
   processing: { maxSourceDurationMs: 6 * 60 * 60 * 1000, maxAttempts: 3, maxRunMs: 12 * 60 * 60 * 1000 },

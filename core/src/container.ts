@@ -20,6 +20,7 @@ export const resolvePorts = (ctx: ResolutionContext): VodPorts => ({
   mediaProcessor: ctx.get(Tokens.MediaProcessor, { optional: true }),
   metrics: ctx.get(Tokens.Metrics, { optional: true }),
   webhookSender: ctx.get(Tokens.WebhookSender, { optional: true }),
+  mailer: ctx.get(Tokens.Mailer, { optional: true }),
 });
 
 /**

@@ -2,6 +2,7 @@ import type { Clock } from "./ports/clock.js";
 import type { IdentityVerifier } from "./ports/identity-verifier.js";
 import type { Ids } from "./ports/ids.js";
 import type { JobQueue } from "./ports/job-queue.js";
+import type { Mailer } from "./ports/mailer.js";
 import type { MediaProcessor } from "./ports/media-processor.js";
 import type { Metrics } from "./ports/metrics.js";
 import type { ObjectStore } from "./ports/object-store.js";
@@ -33,6 +34,7 @@ export const Tokens = {
   TelemetrySink: Symbol.for("vod.TelemetrySink"),
   Metrics: Symbol.for("vod.Metrics"),
   WebhookSender: Symbol.for("vod.WebhookSender"),
+  Mailer: Symbol.for("vod.Mailer"),
   Config: Symbol.for("vod.Config"),
   Vod: Symbol.for("vod.Vod"),
 } as const;
@@ -62,4 +64,9 @@ export interface VodPorts {
   readonly metrics?: Metrics | undefined;
   /** Checks webhook URLs and sends events; absent, webhooks cannot be created or delivered. */
   readonly webhookSender?: WebhookSender | undefined;
+  /**
+   * Sends account mail (verification, password reset). Only processes that run jobs need it;
+   * absent there, the mail jobs fail and are retried, and so end as a failure in the log.
+   */
+  readonly mailer?: Mailer | undefined;
 }

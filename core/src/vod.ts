@@ -1,5 +1,6 @@
 import { defaultConfig, type VodConfig } from "./config.js";
 import type { VodPorts } from "./tokens.js";
+import { makeAccountMail } from "./use-cases/account-mail.js";
 import { makeAccounts } from "./use-cases/accounts.js";
 import { makeApiKeys } from "./use-cases/api-keys.js";
 import { makeAssets } from "./use-cases/assets.js";
@@ -23,6 +24,8 @@ export interface Vod {
   readonly ports: VodPorts;
   readonly authenticate: ReturnType<typeof makeCredentials>["authenticate"];
   readonly accounts: ReturnType<typeof makeAccounts>;
+  /** Email verification and password reset, by links sent in mail. */
+  readonly accountMail: ReturnType<typeof makeAccountMail>;
   readonly apiKeys: ReturnType<typeof makeApiKeys>;
   /** What operators do to tenants (no API operation: the host exposes it as a command). */
   readonly tenants: ReturnType<typeof makeTenants>;
@@ -59,6 +62,7 @@ export const createVod = (ports: VodPorts, configInput?: VodConfigInput): Vod =>
     ports,
     authenticate: credentials.authenticate,
     accounts: makeAccounts(ports, config, credentials.forget),
+    accountMail: makeAccountMail(ports, config, credentials.forget),
     apiKeys: makeApiKeys(ports, config, credentials.forget),
     tenants: makeTenants(ports, credentials.forget),
     assets: makeAssets(ports, config, playback.endForAsset),

@@ -13,6 +13,10 @@ export const memoryBackdoor = (storage: MemoryStorage) => {
     refreshSession: async (id: string) => s.refreshSessions.get(id),
     refreshTokensOfSession: async (sessionId: string) =>
       [...s.refreshTokens.values()].filter((t) => t.session_id === sessionId),
+    emailTokensOfUser: async (userId: string) =>
+      [...s.emailTokens.values()]
+        .filter((t) => t.user_id === userId)
+        .sort((a, b) => a.created_at - b.created_at),
     apiKey: async (id: string) => s.apiKeys.get(id),
     asset: async (id: string) => s.assets.get(id),
     upload: async (id: string) => s.uploads.get(id),

@@ -2,6 +2,7 @@ import type {
   ApiKey,
   Asset,
   ContentKey,
+  EmailToken,
   IdempotentResponse,
   Identity,
   JobName,
@@ -54,6 +55,8 @@ export interface MemoryState {
   readonly identities: Map<string, Identity>;
   readonly refreshSessions: Map<string, RefreshSession>;
   readonly refreshTokens: Map<string, RefreshToken>;
+  /** token_hash -> the token of account mail. */
+  readonly emailTokens: Map<string, EmailToken>;
   readonly apiKeys: Map<string, ApiKey>;
   readonly apiKeysByHash: Map<string, string>;
   readonly assets: Map<string, Asset>;
@@ -75,6 +78,7 @@ export const emptyState = (): MemoryState => ({
   identities: new Map(),
   refreshSessions: new Map(),
   refreshTokens: new Map(),
+  emailTokens: new Map(),
   apiKeys: new Map(),
   apiKeysByHash: new Map(),
   assets: new Map(),

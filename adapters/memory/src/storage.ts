@@ -112,6 +112,28 @@ const repositoriesOver = (s: MemoryState): Repositories => ({
         return true;
       }),
   },
+  emailTokens: {
+    insert: (token) => Effect.sync(() => void s.emailTokens.set(token.token_hash, token)),
+    use: (hash, purpose, at) =>
+      Effect.sync(() => {
+        const token = s.emailTokens.get(hash);
+        if (!token || token.purpose !== purpose || token.used_at !== null || token.expires_at <= at)
+          return Option.none();
+        s.emailTokens.set(hash, { ...token, used_at: at });
+        return Option.some(token);
+      }),
+    useAllOfUser: (tenantId, userId, purpose, at) =>
+      Effect.sync(() => {
+        for (const token of s.emailTokens.values())
+          if (
+            token.tenant_id === tenantId &&
+            token.user_id === userId &&
+            token.purpose === purpose &&
+            token.used_at === null
+          )
+            s.emailTokens.set(token.token_hash, { ...token, used_at: at });
+      }),
+  },
   apiKeys: {
     insert: (key) =>
       Effect.sync(() => {

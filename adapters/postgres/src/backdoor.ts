@@ -21,6 +21,13 @@ export const postgresBackdoor = (sql: Queryable & { readonly schema?: string | u
           [sessionId],
         )
       ).rows,
+    emailTokensOfUser: async (userId: string) =>
+      (
+        await sql.query<Core.EmailToken>(
+          "SELECT * FROM email_tokens WHERE user_id = $1 ORDER BY created_at, token_hash",
+          [userId],
+        )
+      ).rows,
     apiKey: (id: string) => first<Core.ApiKey>("SELECT * FROM api_keys WHERE id = $1", [id]),
     // A deleted asset reads as none, as it does in the memory adapter, whose rows go.
     asset: async (id: string) => {

@@ -1,4 +1,5 @@
 import {
+  emailTokensSql,
   idempotencyKeysSql,
   idempotencyPrincipalSql,
   rowLevelSecuritySql,
@@ -237,6 +238,7 @@ ${tenantOwnedTablesSql(["webhooks", "webhook_deliveries"])}
 `,
   },
   { version: 8, name: "idempotency keys per principal", sql: idempotencyPrincipalSql },
+  { version: 9, name: "tokens of account mail", sql: emailTokensSql },
   {
     version: 10,
     name: "sessions ended by an account claim",

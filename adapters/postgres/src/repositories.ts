@@ -3,6 +3,7 @@ import {
   type Asset,
   Conflict,
   type ContentKey,
+  type EmailToken,
   type EnqueueOptions,
   type Identity,
   type JobName,
@@ -47,6 +48,7 @@ const attempt = <A, E>(run: () => Promise<A>, onError: (error: unknown) => E): E
 const USER = "id, tenant_id, email, email_verified, name, role, password_hash, created_at";
 const SESSION = "id, tenant_id, user_id, created_at, revoked_at, revoked_reason";
 const TOKEN = "token_hash, session_id, tenant_id, user_id, created_at, expires_at, used_at";
+const EMAIL_TOKEN = "token_hash, purpose, tenant_id, user_id, email, created_at, expires_at, used_at";
 const API_KEY =
   "id, tenant_id, name, prefix, scopes, key_hash, last_used_at, expires_at, revoked_at, created_at";
 /** A key neither revoked nor expired at the time in parameter `now`. */
@@ -240,6 +242,29 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
           lookupScope({ "vod.refresh_token_hash": hash }),
           "UPDATE refresh_tokens SET used_at = $2 WHERE token_hash = $1 AND used_at IS NULL",
           [hash, at],
+        ),
+    },
+    emailTokens: {
+      insert: (t) => write(tenantScope(t.tenant_id), ...insertOf("email_tokens", EMAIL_TOKEN, t)),
+      // The row lock taken by UPDATE makes a concurrent second call wait, then find used_at set.
+      // RETURNING answers the row as updated; the token is answered as it was, unused.
+      use: (hash, purpose, at) =>
+        Effect.map(
+          one<EmailToken>(
+            lookupScope({ "vod.email_token_hash": hash }),
+            `UPDATE email_tokens SET used_at = $3
+             WHERE token_hash = $1 AND purpose = $2 AND used_at IS NULL AND expires_at > $3
+             RETURNING ${EMAIL_TOKEN}`,
+            [hash, purpose, at],
+          ),
+          Option.map((t) => ({ ...t, used_at: null })),
+        ),
+      useAllOfUser: (tenantId, userId, purpose, at) =>
+        write(
+          tenantScope(tenantId),
+          `UPDATE email_tokens SET used_at = $4
+           WHERE tenant_id = $1 AND user_id = $2 AND purpose = $3 AND used_at IS NULL`,
+          [tenantId, userId, purpose, at],
         ),
     },
     apiKeys: {

@@ -142,3 +142,28 @@ ALTER TABLE idempotency_keys DROP CONSTRAINT idempotency_keys_pkey;
 ALTER TABLE idempotency_keys ADD PRIMARY KEY (tenant_id, principal, key);
 CREATE INDEX api_keys_active_idx ON api_keys (tenant_id, created_at DESC, id DESC) WHERE revoked_at IS NULL;
 `;
+
+/**
+ * Migration 9: the tokens of account mail (verification, password reset), tenant-owned. A link
+ * is used by its hash alone, before the tenant is known, as a refresh token is rotated: the
+ * lookup sees and updates only the row of the one hash it was given.
+ */
+export const emailTokensSql = `
+CREATE TABLE email_tokens (
+  token_hash text PRIMARY KEY,
+  purpose text NOT NULL CHECK (purpose IN ('verify_email', 'reset_password')),
+  tenant_id text NOT NULL REFERENCES tenants (id),
+  user_id text NOT NULL REFERENCES users (id),
+  email text NOT NULL,
+  created_at bigint NOT NULL,
+  expires_at bigint NOT NULL,
+  used_at bigint
+);
+CREATE INDEX email_tokens_user_idx ON email_tokens (tenant_id, user_id) WHERE used_at IS NULL;
+${tenantOwnedTablesSql(["email_tokens"])}
+CREATE POLICY email_token_by_hash ON email_tokens FOR SELECT
+  USING (token_hash = current_setting('vod.email_token_hash', true));
+CREATE POLICY email_token_use ON email_tokens FOR UPDATE
+  USING (token_hash = current_setting('vod.email_token_hash', true))
+  WITH CHECK (token_hash = current_setting('vod.email_token_hash', true));
+`;

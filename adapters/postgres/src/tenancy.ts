@@ -12,6 +12,7 @@ const SETTINGS = [
   "vod.tenant_id",
   "vod.api_key_hash",
   "vod.refresh_token_hash",
+  "vod.email_token_hash",
   "vod.email",
   "vod.identity_provider",
   "vod.identity_subject",

@@ -70,6 +70,7 @@ describe.skipIf(databaseUrl === null)(
         "api_keys",
         "assets",
         "content_keys",
+        "email_tokens",
         "idempotency_keys",
         "identities",
         "playback_revocations",

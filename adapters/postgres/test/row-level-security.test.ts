@@ -43,6 +43,7 @@ const seed = async (db: SqlDatabase, tenant: string) => {
   const asset = uid("ast");
   const session = uid("rs");
   const keyHash = uid("keyhash");
+  const emailTokenHash = uid("mailhash");
   await db.transaction(async (tx) => {
     const q = (text: string, params: unknown[]) => tx.query(text, params);
     await q("INSERT INTO tenants VALUES ($1, $1, 'T', 'free', 'active', 1)", [tenant]);
@@ -62,6 +63,10 @@ const seed = async (db: SqlDatabase, tenant: string) => {
       tenant,
       user,
     ]);
+    await q(
+      "INSERT INTO email_tokens VALUES ($1, 'reset_password', $2, $3, 'e@example.com', 1, 9e12, NULL)",
+      [emailTokenHash, tenant, user],
+    );
     await q(
       "INSERT INTO api_keys (id, tenant_id, name, prefix, scopes, key_hash, created_at) VALUES ($1, $2, 'k', 'p', '{read}', $3, 1)",
       [uid("key"), tenant, keyHash],
@@ -100,7 +105,7 @@ const seed = async (db: SqlDatabase, tenant: string) => {
       [uid("dlv"), tenant, webhook],
     );
   });
-  return { user, asset, keyHash };
+  return { user, asset, keyHash, emailTokenHash };
 };
 
 /** The column naming a row's tenant: tenants are their own. */
@@ -302,7 +307,7 @@ onEachEngine(({ name, open }) => {
     it("shows a lookup only the row of the key it names, and lets telemetry insert but not read", async () => {
       const db = await engine.db();
       const a = uid("tnt");
-      const { keyHash, user } = await seed(db, a);
+      const { keyHash, user, emailTokenHash } = await seed(db, a);
       await seed(db, uid("tnt"));
       const byHash = await asApp({ "vod.api_key_hash": keyHash }, async (tx) => ({
         keys: (await tx.query<{ tenant_id: string }>("SELECT tenant_id FROM api_keys")).rows,
@@ -316,6 +321,13 @@ onEachEngine(({ name, open }) => {
         keys: (await tx.query("SELECT 1 FROM api_keys")).rows.length,
       }));
       expect(byEmail).toEqual({ users: [{ id: user }], keys: 0 });
+      // A link of account mail is used by its hash alone: that row, and nothing else, is seen and marked.
+      const byMailToken = await asApp({ "vod.email_token_hash": emailTokenHash }, async (tx) => ({
+        tokens: (await tx.query<{ tenant_id: string }>("SELECT tenant_id FROM email_tokens")).rows,
+        used: (await tx.query("UPDATE email_tokens SET used_at = 2")).rowCount,
+        users: (await tx.query("SELECT 1 FROM users")).rows.length,
+      }));
+      expect(byMailToken).toEqual({ tokens: [{ tenant_id: a }], used: 1, users: 0 });
       const telemetry = await asApp({ "vod.telemetry": "ingest" }, async (tx) => ({
         inserted: (
           await tx.query(

@@ -1,4 +1,4 @@
-import type { Metrics, ProcessingEnd, WebhookDeliveryResult } from "@vod/core";
+import type { AccountMailResult, Metrics, ProcessingEnd, WebhookDeliveryResult } from "@vod/core";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 
 /** What the Redis adapter has seen of Redis (`RedisAdapters.health()`), read at each scrape. */
@@ -36,6 +36,7 @@ const METHODS: ReadonlySet<string> = new Set(["GET", "HEAD", "POST", "PUT", "PAT
 
 const PROCESSING_ENDS: ReadonlyArray<ProcessingEnd> = ["ready", "failed", "skipped", "retry", "released"];
 const WEBHOOK_RESULTS: ReadonlyArray<WebhookDeliveryResult> = ["succeeded", "retrying", "failed"];
+const MAIL_RESULTS: ReadonlyArray<AccountMailResult> = ["sent", "skipped", "retrying", "failed"];
 
 /**
  * The platform's metrics on a registry of their own (not prom-client's global one), so that
@@ -84,6 +85,11 @@ export const prometheusMetrics = (options: PrometheusOptions = {}): PrometheusMe
     "Webhook delivery attempts by result (succeeded, retrying, failed)",
     ["result"],
   );
+  const mails = counter(
+    "vod_account_mails_total",
+    "Runs of account mail jobs by result (sent, skipped, retrying, failed)",
+    ["result"],
+  );
   const redis = options.redis;
   // The Redis adapter keeps the counts; these read them at each scrape.
   new Counter({
@@ -118,6 +124,7 @@ export const prometheusMetrics = (options: PrometheusOptions = {}): PrometheusMe
   jobs.inc({ state: "started" }, 0);
   for (const state of PROCESSING_ENDS) jobs.inc({ state }, 0);
   for (const result of WEBHOOK_RESULTS) webhooks.inc({ result }, 0);
+  for (const result of MAIL_RESULTS) mails.inc({ result }, 0);
 
   const requestChildren = new Map<string, { observe(value: number): void }>();
   return {
@@ -132,6 +139,7 @@ export const prometheusMetrics = (options: PrometheusOptions = {}): PrometheusMe
     },
     telemetryStored: (count) => telemetry.inc(count),
     webhookDelivered: (result) => webhooks.inc({ result }),
+    accountMailSent: (result) => mails.inc({ result }),
     requestEnded: ({ route, method, status }, seconds) => {
       // prom-client hashes the label object on every observe; each route's child is kept instead
       // (routes are templates and methods a fixed set, so the map stays small).

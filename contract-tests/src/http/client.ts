@@ -4,6 +4,7 @@ import { afterAll, beforeAll, expect } from "vitest";
 import type { StorageBackdoor } from "../backdoor.js";
 import type { FakeGoogle } from "../fake-google.js";
 import type { ObjectStoreBackdoor } from "../object-store.js";
+import type { SmtpTestServer } from "../smtp-test-server.js";
 
 /** The clock the host under test reads: it moves only when a test moves it. */
 export interface ManualClockLike {
@@ -23,6 +24,8 @@ export interface HttpSubject {
   readonly clock: ManualClockLike;
   /** The identity provider the host trusts (its client id and certificate URL). */
   readonly google: FakeGoogle;
+  /** The SMTP server the host sends account mail to (VOD_SMTP_URL). */
+  readonly mail: SmtpTestServer;
   /**
    * The host's object store, where it differs from the media app's default: a bucket signs its
    * own part URLs (refusing with its own 4xx, not the spec's JSON) and cannot hash what it

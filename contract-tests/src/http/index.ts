@@ -4,6 +4,7 @@ import { describeApiKeys } from "./api-keys.js";
 import { describeAssetLifecycle } from "./asset-lifecycle.js";
 import { describeAssets } from "./assets.js";
 import type { MakeHttpSubject } from "./client.js";
+import { describeAccountMail } from "./email.js";
 import { describeErrors } from "./errors.js";
 import { describeGoogleSignIn } from "./google.js";
 import { describeIdempotency } from "./idempotency.js";
@@ -24,6 +25,7 @@ export const describeHttpApi = (name: string, makeSubject: MakeHttpSubject): voi
   describe(`HTTP API [${name}]`, () => {
     describeAccounts(makeSubject);
     describeGoogleSignIn(makeSubject);
+    describeAccountMail(makeSubject);
     describeApiKeys(makeSubject);
     describeAssets(makeSubject);
     describeAssetLifecycle(makeSubject);

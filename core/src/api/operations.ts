@@ -50,6 +50,26 @@ const routes = {
     "Change (or, without current_password, set a first) password of the current user; every other session of the user ends.",
   ),
   me: at("GET /v1/auth/me", 200, "The identity behind the credential."),
+  requestEmailVerification: at(
+    "POST /v1/auth/email/verify",
+    202,
+    "Mail the current user a link that confirms their email address (valid 24 hours, once).",
+  ),
+  confirmEmail: at(
+    "POST /v1/auth/email/confirm",
+    200,
+    "Confirm the email address with the token of a verification link.",
+  ),
+  forgotPassword: at(
+    "POST /v1/auth/password/forgot",
+    202,
+    "Mail a password reset link (valid 30 minutes, once) if the email has an account; the answer is the same either way.",
+  ),
+  resetPassword: at(
+    "POST /v1/auth/password/reset",
+    204,
+    "Set a new password with the token of a reset link; every session of the user ends.",
+  ),
   listApiKeys: at(
     "GET /v1/api-keys",
     200,
@@ -287,6 +307,39 @@ export const me = authedOperation({
     }),
   ),
   run: (vod, _input, call) => Effect.succeed(vod.accounts.me(call.principal)),
+});
+
+export const requestEmailVerification = authedOperation({
+  ...route("requestEmailVerification"),
+  auth: readAsUser,
+  input: none,
+  output: null,
+  errors: ["Conflict", "RateLimited"],
+  run: (vod, _input, call) => vod.accountMail.requestVerification(asUser(call).principal),
+});
+
+export const confirmEmail = publicOperation({
+  ...route("confirmEmail"),
+  input: body(Rq.EmailConfirmBody),
+  output: Schema.Struct({ user: Rs.User }),
+  errors: ["RateLimited"],
+  run: (vod, { body }, call) => vod.accountMail.confirmEmail(body.token, call.clientIp),
+});
+
+export const forgotPassword = publicOperation({
+  ...route("forgotPassword"),
+  input: body(Rq.PasswordForgotBody),
+  output: null,
+  errors: ["RateLimited"],
+  run: (vod, { body }, call) => vod.accountMail.forgotPassword(body.email, call.clientIp),
+});
+
+export const resetPassword = publicOperation({
+  ...route("resetPassword"),
+  input: body(Rq.PasswordResetBody),
+  output: null,
+  errors: ["RateLimited"],
+  run: (vod, { body }, call) => vod.accountMail.resetPassword(body, call.clientIp),
 });
 
 export const listApiKeys = authedOperation({
@@ -554,6 +607,10 @@ export const operations: ReadonlyArray<Operation> = [
   logout,
   changePassword,
   me,
+  requestEmailVerification,
+  confirmEmail,
+  forgotPassword,
+  resetPassword,
   listApiKeys,
   createApiKey,
   revokeApiKey,

@@ -1,5 +1,6 @@
 export * from "./api-key.js";
 export * from "./asset.js";
+export * from "./email-token.js";
 export * from "./expiry.js";
 export * from "./object-keys.js";
 export * from "./playback-session.js";

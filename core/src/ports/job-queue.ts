@@ -19,10 +19,22 @@ export interface JobTypes {
     readonly delivery_id: string;
     readonly attempts: number;
   };
+  /**
+   * A mail with a link: to verify the user's email, or to reset the password of the account of
+   * `email` if there is one (looked up here, not in the request, which answers alike either way).
+   */
+  readonly "send-account-mail":
+    | { readonly purpose: "verify_email"; readonly tenant_id: string; readonly user_id: string }
+    | { readonly purpose: "reset_password"; readonly email: string };
 }
 
 /** Every job name, for queues that declare theirs up front. */
-export const jobNames: ReadonlyArray<JobName> = ["process-asset", "delete-asset", "deliver-webhook"];
+export const jobNames: ReadonlyArray<JobName> = [
+  "process-asset",
+  "delete-asset",
+  "deliver-webhook",
+  "send-account-mail",
+];
 export type JobName = keyof JobTypes;
 
 export interface Job<N extends JobName = JobName> {

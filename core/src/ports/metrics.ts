@@ -12,6 +12,13 @@ export type ProcessingEnd = "ready" | "failed" | "skipped" | "retry" | "released
 export type WebhookDeliveryResult = "succeeded" | "retrying" | "failed";
 
 /**
+ * How one run of an account mail job ended: the server accepted the mail (`sent`), there was
+ * nothing to send (`skipped`: no such account, or verified already), or the send failed with
+ * attempts left (`retrying`) or on the last one (`failed`: the mail is lost, and logged at error).
+ */
+export type AccountMailResult = "sent" | "skipped" | "retrying" | "failed";
+
+/**
  * What the platform counts for its operators. Every method is fire-and-forget and cheap: a
  * metric never fails or slows what it counts. Absent, nothing is counted.
  */
@@ -24,4 +31,6 @@ export interface Metrics {
   telemetryStored(count: number): void;
   /** One webhook delivery attempt ended (called by the webhook deliverer, once per attempt). */
   webhookDelivered(result: WebhookDeliveryResult): void;
+  /** One run of an account mail job ended (called by the worker, once per run). */
+  accountMailSent(result: AccountMailResult): void;
 }

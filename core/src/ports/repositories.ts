@@ -1,6 +1,7 @@
 import type { Effect, Option } from "effect";
 import type { ApiKey } from "../domain/api-key.js";
 import type { Asset, AssetDetails, AssetStatus } from "../domain/asset.js";
+import type { EmailToken, EmailTokenPurpose } from "../domain/email-token.js";
 import type { PlaybackSession } from "../domain/playback-session.js";
 import type { RefreshSession, RefreshToken, RevokedReason } from "../domain/refresh-session.js";
 import type { Tenant, TenantStatus } from "../domain/tenant.js";
@@ -66,6 +67,19 @@ export interface RefreshSessionRepository {
    * one gets `true`; that is what makes reuse detection hold under concurrency.
    */
   markTokenUsed(tokenHash: string, at: number): Op<boolean>;
+}
+
+export interface EmailTokenRepository {
+  insert(token: EmailToken): Op<void>;
+  /**
+   * Uses the token: marks it used if, and only if, it is of `purpose`, unused and not expired at
+   * `at` (expired from `expires_at` on), and answers it as it was; none otherwise (unknown, used,
+   * expired, or another purpose). By hash alone: the token tells the tenant. Of racing calls on
+   * one token exactly one gets it.
+   */
+  use(tokenHash: string, purpose: EmailTokenPurpose, at: number): Op<Option.Option<EmailToken>>;
+  /** Marks every unused token of the user of `purpose` used: a new password ends the other reset links. */
+  useAllOfUser(tenantId: string, userId: string, purpose: EmailTokenPurpose, at: number): Op<void>;
 }
 
 export interface ApiKeyRepository {
@@ -255,6 +269,7 @@ export interface Repositories {
   readonly users: UserRepository;
   readonly identities: IdentityRepository;
   readonly refreshSessions: RefreshSessionRepository;
+  readonly emailTokens: EmailTokenRepository;
   readonly apiKeys: ApiKeyRepository;
   readonly assets: AssetRepository;
   readonly uploads: UploadRepository;

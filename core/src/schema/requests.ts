@@ -64,6 +64,15 @@ export const PasswordChangeBody = Schema.Struct({
   new_password: NewPassword,
 });
 
+/** A token from a link of account mail: 43 base62 characters as sent, bounded for anything else. */
+const MailToken = Schema.String.pipe(Schema.minLength(1, msg("must not be empty")), maxChars(256));
+
+export const EmailConfirmBody = Schema.Struct({ token: MailToken });
+
+export const PasswordForgotBody = Schema.Struct({ email: Email });
+
+export const PasswordResetBody = Schema.Struct({ token: MailToken, new_password: NewPassword });
+
 export const CreateApiKeyBody = Schema.Struct({
   name: Schema.String.pipe(minChars(1), maxChars(64)),
   scopes: Schema.Array(Scope).pipe(Schema.minItems(1)),

@@ -10,14 +10,15 @@ import {
   randomIds,
   systemClock,
 } from "@vod/adapter-memory";
-import { createVod, type Vod } from "@vod/core";
+import { createVod, type Vod, type VodPorts } from "@vod/core";
 import { Effect } from "effect";
 
 /**
  * The whole platform in one call, no container and no HTTP: what a team embedding it in its own
- * server (Fastify, Hono, a queue worker) or a test would write.
+ * server (Fastify, Hono, a queue worker) or a test would write. `ports` replaces or adds some
+ * (a storage the test keeps, a mailer).
  */
-export const embeddedVod = async (): Promise<Vod> =>
+export const embeddedVod = async (ports: Partial<VodPorts> = {}): Promise<Vod> =>
   createVod({
     clock: systemClock(),
     ids: randomIds(),
@@ -33,6 +34,7 @@ export const embeddedVod = async (): Promise<Vod> =>
     objectStore: memoryObjectStore(),
     revocationStore: memoryRevocationStore(),
     telemetrySink: memoryTelemetrySink(),
+    ...ports,
   });
 
 /** Signs a user up, creates an API key and an asset with it, and lists the tenant's assets. */

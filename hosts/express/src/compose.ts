@@ -30,12 +30,14 @@ import {
 } from "@vod/adapter-postgres";
 import { type PrometheusMetrics, prometheusMetrics } from "@vod/adapter-prometheus";
 import { type DependencyLog, type RedisAdapters, redisAdapters } from "@vod/adapter-redis";
+import { logMailer, type SmtpMailer, smtpMailer } from "@vod/adapter-smtp";
 import { httpWebhookSender } from "@vod/adapter-webhook-http";
 import {
   type Clock,
   coreModule,
   type JobQueue,
   layeredRevocations,
+  type Mailer,
   type MediaProcessor,
   type ObjectStore,
   type RevocationStore,
@@ -57,6 +59,8 @@ export interface ComposeOverrides {
   /** With an overridden storage: the queue its enqueues land in (none: no jobs run). */
   readonly jobQueue?: JobQueue;
   readonly mediaProcessor?: MediaProcessor;
+  /** Account mail's way out instead of VOD_SMTP_URL's (or the log). */
+  readonly mailer?: Mailer;
   readonly revocationStore?: RevocationStore;
   readonly telemetrySink?: TelemetrySink;
   readonly clock?: Clock;
@@ -153,6 +157,7 @@ export const composeVod = async (
       : await loadOrCreateSecret(config.dataDir, "drm-master-key"),
     mediaUrl: config.mediaUrl,
     drmUrl: config.drmUrl,
+    appUrl: config.appUrl,
     keySystems: {
       widevine: config.drm.widevineLicenseUrl,
       playready: config.drm.playreadyLicenseUrl,
@@ -252,6 +257,23 @@ export const composeVod = async (
         })
       : undefined);
 
+  // Account mail goes out from processes that run jobs. Without VOD_SMTP_URL the embedded default
+  // writes it to the log (one operator reads it); a server deployment, whose logs are shared and
+  // kept, gets no mailer: its mail jobs fail, each logged and counted, and the start warns.
+  const smtp: SmtpMailer | undefined =
+    config.mail.smtpUrl && !overrides.mailer
+      ? smtpMailer({ url: config.mail.smtpUrl, from: config.mail.from })
+      : undefined;
+  const mailer =
+    overrides.mailer ??
+    smtp ??
+    (config.database.url ? undefined : logMailer(overrides.logger ?? { info: () => {} }));
+  if (!mailer && role.runsJobs)
+    overrides.logger?.warn(
+      {},
+      "VOD_SMTP_URL is not set: verification and password reset mails cannot be sent",
+    );
+
   const metrics = prometheusMetrics(redis ? { redis: redis.health } : {});
   const readiness: ReadinessCheck[] = [
     ...(db ? [{ name: "database", check: () => ping(db) }] : []),
@@ -282,6 +304,7 @@ export const composeVod = async (
       bind(Tokens.WebhookSender).toConstantValue(
         httpWebhookSender({ allowPrivate: config.webhooks.allowPrivate }),
       );
+      if (mailer) bind(Tokens.Mailer).toConstantValue(mailer);
       bind(Tokens.IdentityVerifier).toConstantValue(
         googleIdentityVerifier({ clientId: config.google.clientId, certsUrl: config.google.certsUrl }),
       );
@@ -296,6 +319,7 @@ export const composeVod = async (
     readiness,
     close: async () => {
       await boss?.close();
+      smtp?.close();
       await db?.close();
       await redis?.close();
     },

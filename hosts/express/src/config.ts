@@ -105,12 +105,31 @@ const Env = Schema.Struct({
   VOD_BASE_URL: opt(Url),
   VOD_MEDIA_URL: opt(Url),
   VOD_DRM_URL: opt(Url),
+  VOD_APP_URL: opt(Url),
+  VOD_SMTP_URL: opt(
+    Schema.String.pipe(
+      Schema.filter(
+        (s) => URL.canParse(s) && /^smtps?:$/.test(new URL(s).protocol) && new URL(s).hostname !== "",
+        {
+          message: () => "must be an smtp:// or smtps:// URL (user and password URL-encoded)",
+        },
+      ),
+    ),
+  ),
+  VOD_MAIL_FROM: opt(
+    Schema.String.pipe(
+      Schema.pattern(/^(?:[^<>\r\n]*<[^\s@<>]+@[^\s@<>]+>|[^\s@<>]+@[^\s@<>]+)$/, {
+        message: () => "must be an address, or a name and <address>",
+      }),
+    ),
+  ),
   VOD_GOOGLE_CLIENT_ID: opt(Schema.String.pipe(Schema.minLength(1))),
   VOD_GOOGLE_CERTS_URL: opt(Url),
   VOD_RATE_LIMIT_AUTH_PER_MINUTE: Schema.optionalWith(PositiveInt, { default: () => 20 }),
   VOD_RATE_LIMIT_LOGIN_PER_EMAIL: Schema.optionalWith(PositiveInt, { default: () => 100 }),
   VOD_RATE_LIMIT_LOGIN_PER_EMAIL_AND_IP: Schema.optionalWith(PositiveInt, { default: () => 10 }),
   VOD_RATE_LIMIT_API_PER_MINUTE: Schema.optionalWith(PositiveInt, { default: () => 1200 }),
+  VOD_RATE_LIMIT_ACCOUNT_MAIL_PER_HOUR: Schema.optionalWith(PositiveInt, { default: () => 5 }),
   VOD_STORAGE: Schema.optionalWith(Schema.Literal("postgres", "memory"), {
     default: () => "postgres" as const,
   }),
@@ -232,6 +251,13 @@ export interface HostConfig {
   readonly baseUrl: string;
   readonly mediaUrl: string;
   readonly drmUrl: string;
+  /** The web app whose pages take the links of account mail (default: the base URL). */
+  readonly appUrl: string;
+  /**
+   * Account mail: over SMTP when `smtpUrl` is set; else the embedded default writes it to the log
+   * at info (the link included), and a server deployment (`database.url`) sends none.
+   */
+  readonly mail: { readonly smtpUrl?: string | undefined; readonly from: string };
   readonly google: { readonly clientId?: string | undefined; readonly certsUrl?: string | undefined };
   readonly rateLimits: {
     readonly authPerIpPerMinute: number;
@@ -239,6 +265,7 @@ export interface HostConfig {
     readonly loginFailuresPerEmailPer15Minutes: number;
     readonly apiPerCredentialPerMinute: number;
     readonly telemetryPerSessionPerMinute: number;
+    readonly accountMailPerHour: number;
   };
   readonly drm: {
     /** 32 bytes that wrap content keys at rest; when absent it lives in dataDir. */
@@ -328,7 +355,7 @@ export interface HostConfig {
    */
   readonly shutdownGraceSeconds: number;
   /** The public URLs that were not set and so follow PORT (and the port actually bound, for 0). */
-  readonly defaultedUrls: ReadonlyArray<"baseUrl" | "mediaUrl" | "drmUrl">;
+  readonly defaultedUrls: ReadonlyArray<"baseUrl" | "mediaUrl" | "drmUrl" | "appUrl">;
   readonly logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
 }
 
@@ -344,9 +371,15 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
   const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ""));
   const decoded = Schema.decodeUnknownEither(Env, { errors: "all" })(present);
   if (Either.isLeft(decoded)) {
-    const problems = ParseResult.ArrayFormatter.formatErrorSync(decoded.left).map(
-      (issue) => `${String(issue.path[0] ?? "environment")}: ${issue.message}`,
-    );
+    // One message per variable, the schema's own: an optional variable fails a second time as
+    // "Expected undefined, actual <value>", and a value may hold a password (database, Redis, SMTP).
+    const seen = new Set<string>();
+    const problems = ParseResult.ArrayFormatter.formatErrorSync(decoded.left).flatMap((issue) => {
+      const name = String(issue.path[0] ?? "environment");
+      if (seen.has(name)) return [];
+      seen.add(name);
+      return [`${name}: ${issue.message}`];
+    });
     throw new ConfigError(`invalid configuration:\n  ${problems.join("\n  ")}`);
   }
   const e = decoded.right;
@@ -356,6 +389,8 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     );
   if (e.VOD_OBJECT_STORE === "gcs" && !e.VOD_GCS_BUCKET)
     throw new ConfigError("invalid configuration:\n  VOD_GCS_BUCKET: required with VOD_OBJECT_STORE=gcs");
+  if (e.VOD_SMTP_URL && !e.VOD_MAIL_FROM)
+    throw new ConfigError("invalid configuration:\n  VOD_MAIL_FROM: required with VOD_SMTP_URL");
   const local = `http://localhost:${e.PORT}`;
   return {
     port: e.PORT,
@@ -365,6 +400,8 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     baseUrl: trimSlash(e.VOD_BASE_URL ?? local),
     mediaUrl: trimSlash(e.VOD_MEDIA_URL ?? local),
     drmUrl: trimSlash(e.VOD_DRM_URL ?? local),
+    appUrl: trimSlash(e.VOD_APP_URL ?? e.VOD_BASE_URL ?? local),
+    mail: { smtpUrl: e.VOD_SMTP_URL, from: e.VOD_MAIL_FROM ?? "no-reply@localhost" },
     google: { clientId: e.VOD_GOOGLE_CLIENT_ID, certsUrl: e.VOD_GOOGLE_CERTS_URL },
     rateLimits: {
       authPerIpPerMinute: e.VOD_RATE_LIMIT_AUTH_PER_MINUTE,
@@ -372,6 +409,7 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
       loginFailuresPerEmailPer15Minutes: e.VOD_RATE_LIMIT_LOGIN_PER_EMAIL,
       apiPerCredentialPerMinute: e.VOD_RATE_LIMIT_API_PER_MINUTE,
       telemetryPerSessionPerMinute: e.VOD_RATE_LIMIT_TELEMETRY_PER_MINUTE,
+      accountMailPerHour: e.VOD_RATE_LIMIT_ACCOUNT_MAIL_PER_HOUR,
     },
     drm: {
       masterKey: e.VOD_DRM_MASTER_KEY,
@@ -422,6 +460,7 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
       ...(e.VOD_BASE_URL ? [] : (["baseUrl"] as const)),
       ...(e.VOD_MEDIA_URL ? [] : (["mediaUrl"] as const)),
       ...(e.VOD_DRM_URL ? [] : (["drmUrl"] as const)),
+      ...(e.VOD_APP_URL || e.VOD_BASE_URL ? [] : (["appUrl"] as const)),
     ],
     logLevel: e.VOD_LOG_LEVEL,
   };

@@ -7,6 +7,8 @@ import type { Logger } from "./logger.js";
  * this machine, so several per process beside the processing jobs.
  */
 const WEBHOOK_CONCURRENCY = 8;
+/** Account mails one process sends at once: each waits on the mail server. */
+const MAIL_CONCURRENCY = 4;
 
 export interface RunningWorker {
   /**
@@ -18,7 +20,7 @@ export interface RunningWorker {
 }
 
 /**
- * Runs processing jobs, deleted assets' object removal and webhook deliveries, and now and then
+ * Runs processing jobs, deleted assets' object removal, webhook deliveries and account mail, and now and then
  * closes upload sessions past their expiry. The same code runs inside the host (embedded default)
  * or alone (`vod worker`).
  */
@@ -118,6 +120,34 @@ export const startWorker = async (
     await Effect.runPromise(Effect.all([worker.stop, deletions.stop]));
     throw error;
   });
+  const mails = await Effect.runPromise(
+    queue.work("send-account-mail", { concurrency: MAIL_CONCURRENCY }, (job) => {
+      const context = { job_id: job.id, purpose: job.data.purpose, attempt: job.attempt };
+      return vod.accountMail.sendAccountMail(job).pipe(
+        Effect.tap((outcome) =>
+          Effect.sync(() => {
+            metrics?.accountMailSent(outcome.status);
+            if (outcome.status === "sent")
+              log.info({ ...context, user_id: outcome.user_id }, "account mail sent");
+            else log.debug(context, "account mail skipped");
+          }),
+        ),
+        Effect.asVoid,
+        // Retried with backoff; the last failure is the one an operator must see.
+        Effect.tapError((e) =>
+          Effect.sync(() => {
+            const last = job.attempt >= job.maxAttempts;
+            metrics?.accountMailSent(last ? "failed" : "retrying");
+            if (last) log.error({ ...context, err: e.message }, "account mail not sent; no attempt left");
+            else log.warn({ ...context, err: e.message }, "account mail attempt failed");
+          }),
+        ),
+      );
+    }),
+  ).catch(async (error: unknown) => {
+    await Effect.runPromise(Effect.all([worker.stop, deletions.stop, deliveries.stop]));
+    throw error;
+  });
   const sweep = async () => {
     const closed = await Effect.runPromise(Effect.either(vod.uploads.sweepExpired()));
     if (closed._tag === "Left") log.warn({ err: closed.left.message }, "expired-upload sweep failed");
@@ -138,6 +168,7 @@ export const startWorker = async (
         Effect.runPromise(worker.drain(graceMs)),
         Effect.runPromise(deletions.drain(graceMs)),
         Effect.runPromise(deliveries.drain(graceMs)),
+        Effect.runPromise(mails.drain(graceMs)),
       ]);
       for (const job of released)
         log.info(

@@ -187,3 +187,56 @@ describe("VOD_DATABASE_URL", () => {
       );
   });
 });
+
+describe("account mail: VOD_SMTP_URL, VOD_MAIL_FROM, VOD_APP_URL", () => {
+  it("logs mail by default, and links to the base URL unless VOD_APP_URL names the app", () => {
+    expect(loadConfig({})).toMatchObject({
+      mail: { smtpUrl: undefined, from: "no-reply@localhost" },
+      appUrl: "http://localhost:8080",
+      rateLimits: { accountMailPerHour: 5 },
+    });
+    expect(loadConfig({}).defaultedUrls).toContain("appUrl");
+    expect(loadConfig({ VOD_BASE_URL: "https://api.example.com" }).appUrl).toBe("https://api.example.com");
+    const config = loadConfig({
+      VOD_BASE_URL: "https://api.example.com",
+      VOD_APP_URL: "https://app.example.com/",
+      VOD_SMTP_URL: "smtps://mailer%40example.com:p%40ss@smtp.example.com:465",
+      VOD_MAIL_FROM: "Example Films <no-reply@example.com>",
+      VOD_RATE_LIMIT_ACCOUNT_MAIL_PER_HOUR: "3",
+    });
+    expect(config).toMatchObject({
+      appUrl: "https://app.example.com",
+      mail: {
+        smtpUrl: "smtps://mailer%40example.com:p%40ss@smtp.example.com:465",
+        from: "Example Films <no-reply@example.com>",
+      },
+      rateLimits: { accountMailPerHour: 3 },
+    });
+    expect(config.defaultedUrls).not.toContain("appUrl");
+  });
+
+  it("refuses another scheme, a From that is no address, and an SMTP URL without a From", () => {
+    const message = (env: Record<string, string>) => {
+      try {
+        loadConfig(env);
+      } catch (error) {
+        expect(error).toBeInstanceOf(ConfigError);
+        return (error as Error).message;
+      }
+      throw new Error("the configuration was accepted");
+    };
+    const wrongScheme = message({
+      VOD_SMTP_URL: "http://mailer:s3cret-pw@smtp.example.com",
+      VOD_MAIL_FROM: "no-reply@example.com",
+    });
+    expect(wrongScheme).toContain("VOD_SMTP_URL: must be an smtp:// or smtps:// URL");
+    // The URL carries a password: the message names the variable, never its value.
+    expect(wrongScheme).not.toContain("s3cret-pw");
+    expect(message({ VOD_DATABASE_URL: "mysql://u:s3cret-pw@db/vod" })).not.toContain("s3cret-pw");
+    expect(message({ VOD_MAIL_FROM: "nobody" })).toContain("VOD_MAIL_FROM:");
+    expect(message({ VOD_MAIL_FROM: "a@b.c\r\nBcc: x@y.z" })).toContain("VOD_MAIL_FROM:");
+    expect(message({ VOD_SMTP_URL: "smtp://smtp.example.com:587" })).toContain(
+      "VOD_MAIL_FROM: required with VOD_SMTP_URL",
+    );
+  });
+});

@@ -2,9 +2,10 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
-import { memoryStorage } from "@vod/adapter-memory";
+import { memoryJobQueue, memoryStorage } from "@vod/adapter-memory";
+import { suiteName, temporarySchemas, testServices } from "@vod/contract-tests";
 import { createLogger, loadConfig, loggedPath, startHost } from "@vod/host-express";
-import { expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 
 it("keeps playback tokens out of logged paths", () => {
   expect(loggedPath("/v1/play/v1.aaa.bbb.ccc/720p/3.m4s")).toBe("/v1/play/[token]/720p/3.m4s");
@@ -105,3 +106,108 @@ it("warns at start, naming the build and how to install ffmpeg, when only the np
     await rm(bin, { recursive: true, force: true });
   }
 });
+
+it("writes account mail to the log at info when no VOD_SMTP_URL is set; its link works", async () => {
+  const lines: Array<Record<string, unknown>> = [];
+  const sinkStream = new Writable({
+    write(chunk, _enc, done) {
+      for (const line of String(chunk).split("\n")) if (line) lines.push(JSON.parse(line));
+      done();
+    },
+  });
+  const dir = await mkdtemp(join(tmpdir(), "vod-log-"));
+  const storage = memoryStorage();
+  const host = await startHost(
+    loadConfig({ PORT: "0", VOD_HOST: "127.0.0.1", VOD_DATA_DIR: dir, VOD_WORKER_CONCURRENCY: "1" }),
+    { storage, jobQueue: memoryJobQueue(storage), logger: createLogger("info", sinkStream) },
+  );
+  try {
+    const email = `log-mail-${Date.now()}@example.com`;
+    const post = (path: string, body: unknown) =>
+      fetch(`${host.url}${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    expect((await post("/v1/auth/signup", { email, password: "secret horse battery" })).status).toBe(201);
+    expect((await post("/v1/auth/password/forgot", { email })).status).toBe(202);
+    const end = Date.now() + 10_000;
+    let mail: Record<string, unknown> | undefined;
+    while (!mail && Date.now() < end) {
+      mail = lines.find((l) => l.to === email);
+      if (!mail) await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(mail).toMatchObject({ level: 30, subject: "Reset your password" });
+    const token = /\/reset-password#token=([A-Za-z0-9]{43})/.exec(String(mail?.text))?.[1];
+    expect(token).toBeDefined();
+    const reset = await post("/v1/auth/password/reset", { token, new_password: "another horse battery" });
+    expect(reset.status).toBe(204);
+    expect(JSON.stringify(lines)).not.toContain("another horse battery");
+  } finally {
+    await host.close(1_000);
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+// A server deployment's logs are shared and kept: no link goes there, and without VOD_SMTP_URL
+// the mail fails where an operator sees it.
+const { databaseUrl } = testServices();
+describe.skipIf(databaseUrl === null)(
+  suiteName(
+    "account mail on a server database without VOD_SMTP_URL",
+    databaseUrl !== null,
+    "VOD_TEST_DATABASE_URL",
+  ),
+  () => {
+    const schemas = temporarySchemas(databaseUrl ?? "", "vod_logmail");
+    afterAll(() => schemas.dropAll());
+
+    it("sends nothing, warns at start, and logs the failed mail at error with no link in any line", async () => {
+      const lines: Array<Record<string, unknown>> = [];
+      const sinkStream = new Writable({
+        write(chunk, _enc, done) {
+          for (const line of String(chunk).split("\n")) if (line) lines.push(JSON.parse(line));
+          done();
+        },
+      });
+      const dir = await mkdtemp(join(tmpdir(), "vod-log-"));
+      const host = await startHost(
+        loadConfig({
+          PORT: "0",
+          VOD_HOST: "127.0.0.1",
+          VOD_DATA_DIR: dir,
+          VOD_DATABASE_URL: databaseUrl ?? "",
+          VOD_DATABASE_SCHEMA: schemas.fresh(),
+          VOD_WORKER_CONCURRENCY: "1",
+          VOD_JOB_MAX_ATTEMPTS: "1",
+        }),
+        { logger: createLogger("info", sinkStream) },
+      );
+      try {
+        expect(lines.find((l) => String(l.msg).includes("VOD_SMTP_URL is not set"))).toMatchObject({
+          level: 40,
+        });
+        const email = `log-nomail-${Date.now()}@example.com`;
+        const post = (path: string, body: unknown) =>
+          fetch(`${host.url}${path}`, {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify(body),
+          });
+        expect((await post("/v1/auth/signup", { email, password: "secret horse battery" })).status).toBe(201);
+        expect((await post("/v1/auth/password/forgot", { email })).status).toBe(202);
+        const end = Date.now() + 15_000;
+        while (!lines.some((l) => l.msg === "account mail not sent; no attempt left") && Date.now() < end)
+          await new Promise((r) => setTimeout(r, 50));
+        expect(lines.find((l) => l.msg === "account mail not sent; no attempt left")).toMatchObject({
+          level: 50,
+          purpose: "reset_password",
+        });
+        expect(JSON.stringify(lines)).not.toMatch(/#token=/);
+      } finally {
+        await host.close(1_000);
+        await rm(dir, { recursive: true, force: true });
+      }
+    });
+  },
+);

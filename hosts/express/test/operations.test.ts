@@ -182,6 +182,8 @@ describe("metrics, readiness and CORS on the embedded default (PGlite, filesyste
     expect(sampleValue(families, "vod_telemetry_events_stored_total")).toBe(2);
     for (const result of ["succeeded", "retrying", "failed"])
       expect(sampleValue(families, "vod_webhook_deliveries_total", { result })).toBe(0);
+    for (const result of ["sent", "skipped", "retrying", "failed"])
+      expect(sampleValue(families, "vod_account_mails_total", { result })).toBe(0);
     expect(sampleValue(families, "vod_rate_limit_fallback_hits_total")).toBe(0);
     // No Redis configured: no Redis series.
     expect(families.has("vod_redis_up")).toBe(false);

@@ -1,0 +1,2 @@
+export { logMailer } from "./log-mailer.js";
+export { type SmtpMailer, type SmtpMailerOptions, smtpMailer } from "./mailer.js";
