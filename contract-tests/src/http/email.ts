@@ -7,6 +7,7 @@ import {
   expectError,
   expectInvalidFields,
   expectNoContent,
+  expectStatus,
   expectUnauthorized,
   type Harness,
   logIn,
@@ -57,6 +58,8 @@ export const describeAccountMail = (makeSubject: MakeHttpSubject): void => {
     const subject = sharedSubject(makeSubject, {
       VOD_WORKER_CONCURRENCY: "1",
       VOD_JOB_RETRY_DELAY_SECONDS: "1",
+      // A webhook on 127.0.0.1 is allowed: a reset may delete the tenant's; none has events to send.
+      VOD_WEBHOOKS_ALLOW_PRIVATE: "true",
     });
 
     const forgot = (h: Harness, email: string, ip = randomIp()) =>
@@ -211,6 +214,57 @@ export const describeAccountMail = (makeSubject: MakeHttpSubject): void => {
         });
         expectInvalidFields(again, [["token"]]);
         expect((await h.backdoor.emailTokensOfUser(account.user.id))[0]?.used_at).not.toBeNull();
+      });
+
+      it("a reset of an account whose email nobody proved ends the tenant's keys and webhooks, as a Google claim does", async () => {
+        // Someone signed up with the owner's email first; the owner takes the account back by mail.
+        const h = subject();
+        const squatter = await signUp(h.api);
+        const key = await createApiKey(h.api, { bearer: squatter.access_token }, ["admin"]);
+        const webhook = expectStatus(
+          await h.api.post<{ webhook: { id: string } }>("/v1/webhooks", {
+            apiKey: key.key,
+            json: { url: "http://127.0.0.1:9/hook", events: ["*"] },
+          }),
+          201,
+        ).body.webhook;
+        const token = await resetToken(h, squatter.email);
+        expectNoContent(
+          await h.api.post("/v1/auth/password/reset", {
+            json: { token, new_password: NEW_PASSWORD },
+            ip: randomIp(),
+          }),
+        );
+
+        // The squatter's key, session and password are refused; the rows say why.
+        expectUnauthorized(await h.api.get("/v1/assets", { apiKey: key.key }));
+        expectUnauthorized(await h.api.get("/v1/auth/me", { bearer: squatter.access_token }));
+        expectUnauthorized(
+          await h.api.post("/v1/auth/login", {
+            json: { email: squatter.email, password: squatter.password },
+            ip: randomIp(),
+          }),
+        );
+        expect((await h.backdoor.apiKey(key.id))?.revoked_at).not.toBeNull();
+        expect((await h.backdoor.webhook(webhook.id))?.deleted_at).not.toBeNull();
+        const owner = await logIn(h.api, squatter.email, NEW_PASSWORD);
+        expect(
+          expectStatus(await h.api.get("/v1/webhooks", { bearer: owner.access_token }), 200).body,
+        ).toEqual({
+          data: [],
+        });
+
+        // Once the email is proven, a later reset ends the user's sessions only.
+        const key2 = await createApiKey(h.api, { bearer: owner.access_token }, ["admin"]);
+        const token2 = await resetToken(h, squatter.email);
+        expectNoContent(
+          await h.api.post("/v1/auth/password/reset", {
+            json: { token: token2, new_password: `${NEW_PASSWORD} two` },
+            ip: randomIp(),
+          }),
+        );
+        expect((await h.api.get("/v1/assets", { apiKey: key2.key })).status).toBe(200);
+        expect((await h.backdoor.apiKey(key2.id))?.revoked_at).toBeNull();
       });
 
       it("answers an unknown email as a known one (status, body, headers) and mails nothing", async () => {

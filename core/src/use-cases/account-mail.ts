@@ -8,6 +8,7 @@ import type { MailMessage } from "../ports/mailer.js";
 import type { Requests } from "../schema/index.js";
 import type { VodPorts } from "../tokens.js";
 import type { Forget, Principal } from "./authenticate.js";
+import { proveEmail } from "./email-proof.js";
 import { enforceRate, randomBase62, sha256Hex } from "./support.js";
 
 type ResetInput = typeof Requests.PasswordResetBody.Type;
@@ -105,14 +106,15 @@ export const makeAccountMail = (ports: VodPorts, config: VodConfig, forget: Forg
 
   /**
    * POST /v1/auth/password/reset: the new password, every session of the user ended, the other
-   * reset links spent, and the email verified (the mail reached it): one transaction.
+   * reset links spent, and the email proven (the mail reached it; an unproven account's keys and
+   * webhooks end, as a Google claim's do): one transaction.
    */
   const resetPassword = (input: ResetInput, clientIp: string) =>
     Effect.gen(function* () {
       yield* limitAuthByIp(clientIp);
       const passwordHash = yield* passwordHasher.hash(input.new_password);
       const now = clock.now();
-      const userId = yield* storage.transaction((tx) =>
+      const reset = yield* storage.transaction((tx) =>
         Effect.gen(function* () {
           const used = yield* tx.emailTokens.use(sha256Hex(input.token), "reset_password", now);
           if (Option.isNone(used)) return yield* Effect.fail(invalidToken());
@@ -121,14 +123,17 @@ export const makeAccountMail = (ports: VodPorts, config: VodConfig, forget: Forg
           if (Option.isNone(user) || normalizeEmail(user.value.email) !== normalizeEmail(email))
             return yield* Effect.fail(invalidToken());
           yield* tx.users.setPasswordHash(tenant_id, user_id, passwordHash);
-          if (!user.value.email_verified) yield* tx.users.setEmailVerified(tenant_id, user_id, true);
+          const claimed = yield* proveEmail(tx, user.value, now);
           yield* tx.refreshSessions.revokeUserSessions(tenant_id, user_id, null, now, "password_changed");
           yield* tx.emailTokens.useAllOfUser(tenant_id, user_id, "reset_password", now);
-          return user_id;
+          return { tenant_id, user_id, claimed };
         }),
       );
-      // Every access token of the user is refused from now on, on every node.
-      yield* forget({ kind: "user", id: userId });
+      // Every access token of the user is refused from now on, on every node; and when the
+      // email was never proven, every key of the tenant too.
+      yield* forget(
+        reset.claimed ? { kind: "tenant", id: reset.tenant_id } : { kind: "user", id: reset.user_id },
+      );
     });
 
   /** Makes a token for the user, stores its hash, and mails the link. */

@@ -17,6 +17,7 @@ import type { Repositories } from "../ports/repositories.js";
 import type { Requests, Resources } from "../schema/index.js";
 import type { VodPorts } from "../tokens.js";
 import type { AccessClaims, Forget, Principal } from "./authenticate.js";
+import { proveEmail } from "./email-proof.js";
 import { makeFailedLogins } from "./failed-logins.js";
 import { enforceRate, randomBase36, randomBase62, sha256Hex } from "./support.js";
 
@@ -230,8 +231,7 @@ export const makeAccounts = (ports: VodPorts, config: VodConfig, forget: Forget)
               tenant_id: user.tenant_id,
               created_at: now,
             });
-            if (!claims) return;
-            yield* tx.users.setEmailVerified(user.tenant_id, user.id, true);
+            if (!(yield* proveEmail(tx, user, now))) return;
             yield* tx.users.setPasswordHash(user.tenant_id, user.id, null);
             yield* tx.refreshSessions.revokeUserSessions(
               user.tenant_id,
@@ -240,9 +240,6 @@ export const makeAccounts = (ports: VodPorts, config: VodConfig, forget: Forget)
               now,
               "account_claimed",
             );
-            yield* tx.apiKeys.revokeAll(user.tenant_id, now);
-            // A deleted webhook's pending deliveries are not sent (webhooks.ts, deliver).
-            yield* tx.webhooks.removeAll(user.tenant_id, now);
           }),
         );
         if (!claims) return { ...(yield* signIn(user)), created: false };
