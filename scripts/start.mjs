@@ -11,6 +11,15 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
+// The engines field says so too, but npm only warns; an unsupported runtime gets no security fixes.
+const major = Number(process.versions.node.split(".")[0]);
+if (major < 24) {
+  console.error(
+    `vod needs Node.js 24 or newer (the LTS line); this is ${process.version}, which no longer gets security fixes. See the README.`,
+  );
+  process.exit(1);
+}
+
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc");
 const build = spawnSync(process.execPath, [tsc, "-b", join(root, "hosts/express")], {
