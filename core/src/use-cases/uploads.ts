@@ -61,9 +61,9 @@ export const makeUploads = (ports: VodPorts, config: VodConfig, tenantIsActive: 
   const { clock, ids, storage } = ports;
   const store: ObjectStore = ports.objectStore;
   const recordEvent = eventRecorder(ports);
-  if (!store.partUploadUrl && !store.receivePart)
+  if (!store.partUploadUrls && !store.receivePart)
     throw new Error(
-      "the object store must either sign part URLs (partUploadUrl) or receive parts (receivePart)",
+      "the object store must either sign part URLs (partUploadUrls) or receive parts (receivePart)",
     );
 
   // Part URLs of the media app carry the tenant, the expiry and an HMAC binding both to the
@@ -71,30 +71,31 @@ export const makeUploads = (ports: VodPorts, config: VodConfig, tenantIsActive: 
   const signature = (tenantId: string, uploadId: string, n: number, expiresSec: number) =>
     hmacBase64Url(config.uploadUrlSecret, `part-url\n${tenantId}\n${uploadId}\n${n}\n${expiresSec}`);
 
-  const partUrl = (session: UploadSession, n: number): Effect.Effect<string, StorageError> => {
-    if (store.partUploadUrl)
-      return store.partUploadUrl(
-        refOf(session),
-        { number: n, size: expectedPartSize(session, n) },
-        session.expires_at,
-      );
+  const mediaAppUrl = (session: UploadSession, n: number) => {
     const e = Math.floor(session.expires_at / 1000);
     const query = new URLSearchParams({
       t: session.tenant_id,
       e: String(e),
       s: signature(session.tenant_id, session.id, n, e),
     });
-    return Effect.succeed(
-      `${config.mediaUrl}/v1/uploads/${encodeURIComponent(session.id)}/parts/${n}?${query}`,
-    );
+    return `${config.mediaUrl}/v1/uploads/${encodeURIComponent(session.id)}/parts/${n}?${query}`;
   };
 
-  // A store's signatures may be remote calls (IAM signBlob) or work off the main thread: several
-  // at once. The media app's HMAC is synchronous, and unchanged by it.
-  const partUrls = (session: UploadSession, numbers: ReadonlyArray<number>) =>
-    Effect.forEach(numbers, (number) => Effect.map(partUrl(session, number), (url) => ({ number, url })), {
-      concurrency: 8,
-    });
+  // A store signs the whole batch at once (a signing key or credentials fetched once for all).
+  const partUrls = (
+    session: UploadSession,
+    numbers: ReadonlyArray<number>,
+  ): Effect.Effect<ReadonlyArray<{ number: number; url: string }>, StorageError> =>
+    store.partUploadUrls
+      ? Effect.map(
+          store.partUploadUrls(
+            refOf(session),
+            numbers.map((number) => ({ number, size: expectedPartSize(session, number) })),
+            session.expires_at,
+          ),
+          (urls) => numbers.map((number, i) => ({ number, url: urls[i]! })),
+        )
+      : Effect.succeed(numbers.map((number) => ({ number, url: mediaAppUrl(session, number) })));
 
   /** A session past its expiry is closed as expired, and its parts removed, when it is next seen. */
   const settleExpiry = (session: UploadSession) =>
