@@ -456,7 +456,7 @@ export const describeObjectStore = (
           expect(reply.headers.get("etag")).toBeNull();
         };
 
-        it("takes parts PUT in parallel by plain fetch, each answered with its ETag, and joins them", async (ctx) => {
+        it("takes parts PUT in parallel by plain fetch, each answered with its ETag, and joins them", async () => {
           const ref = aRef();
           await run(store.createMultipart(ref));
           const bodies = [fullPart(300 * KiB), fullPart(300 * KiB), fullPart(300 * KiB), someBytes(99)];
