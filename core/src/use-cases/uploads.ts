@@ -21,6 +21,7 @@ import {
   Unauthorized,
   UploadInProgress,
 } from "../errors.js";
+import type { PartChecksums } from "../ports/media-processor.js";
 import type { ByteStream, MultipartRef, ObjectStore } from "../ports/object-store.js";
 import type { Requests } from "../schema/index.js";
 import type { VodPorts } from "../tokens.js";
@@ -56,6 +57,27 @@ const view = (session: UploadSession, now: number) => ({
   created_at: session.created_at,
   completed_at: session.completed_at,
 });
+
+/**
+ * The part sha256s a completed upload kept for processing to check (the store could not), or
+ * undefined when there are none.
+ */
+export const declaredPartSha256 = (
+  storage: VodPorts["storage"],
+  tenantId: string,
+  uploadId: string | undefined,
+): Effect.Effect<PartChecksums | undefined, StorageError> =>
+  uploadId === undefined
+    ? Effect.succeed(undefined)
+    : Effect.map(storage.uploads.get(tenantId, uploadId), (found) => {
+        if (Option.isNone(found)) return undefined;
+        const sha256 = new Map(
+          (found.value.completed_parts ?? []).flatMap(({ number, sha256 }) =>
+            sha256 === undefined ? [] : [[number, sha256] as const],
+          ),
+        );
+        return sha256.size === 0 ? undefined : { partSize: found.value.part_size, sha256 };
+      });
 
 export const makeUploads = (ports: VodPorts, config: VodConfig, tenantIsActive: TenantIsActive) => {
   const { clock, ids, storage } = ports;
@@ -154,7 +176,8 @@ export const makeUploads = (ports: VodPorts, config: VodConfig, tenantIsActive: 
       const status = uploadStatus(session, now);
       let uploaded: ReadonlyArray<UploadedPart> = [];
       let missing: ReadonlyArray<{ number: number; url: string }> = [];
-      if (status === "completed") uploaded = session.completed_parts ?? [];
+      if (status === "completed")
+        uploaded = (session.completed_parts ?? []).map(({ number, size, etag }) => ({ number, size, etag }));
       if (status === "created") {
         const stored = yield* store.listParts(refOf(session));
         uploaded = stored.map(({ number, size, etag }) => ({ number, size, etag }));
@@ -317,7 +340,12 @@ export const makeUploads = (ports: VodPorts, config: VodConfig, tenantIsActive: 
           }),
         );
       }
-      const completedParts = parts.map(({ number, size, etag }) => ({ number, size, etag }));
+      // Part sha256s nothing could check yet are kept for processing, which reads the bytes.
+      const declared = assembled.sha256 === null ? unchecked : new Map<number, string>();
+      const completedParts = parts.map(({ number, size, etag }) => {
+        const sha256 = declared.get(number);
+        return sha256 === undefined ? { number, size, etag } : { number, size, etag, sha256 };
+      });
       // Session, asset and processing job commit together: no completed upload without its job.
       const won = yield* storage.transaction((tx) =>
         Effect.gen(function* () {
@@ -346,6 +374,7 @@ export const makeUploads = (ports: VodPorts, config: VodConfig, tenantIsActive: 
           yield* tx.jobs.enqueue("process-asset", {
             tenant_id: session.tenant_id,
             asset_id: session.asset_id,
+            upload_id: session.id,
           });
           return true;
         }),
