@@ -1,4 +1,4 @@
-import { createHash, createHmac } from "node:crypto";
+import { createHmac, createSecretKey, hash } from "node:crypto";
 
 /** An HMAC key of the service account (Cloud Storage interoperability): access id and secret. */
 export interface HmacKey {
@@ -19,6 +19,8 @@ export interface V4Signer {
 }
 
 const SCOPE_TAIL = "auto/storage/goog4_request";
+/** URLs signed between two turns of the event loop. */
+const SLICE = 500;
 
 /** The HMAC signing key of a day (`YYYYMMDD`): "GOOG4" + secret, then day, location, service, type. */
 const signingKey = (secret: string, day: string) =>
@@ -31,14 +33,20 @@ export const hmacSigner = (key: HmacKey): V4Signer => ({
   algorithm: "GOOG4-HMAC-SHA256",
   credential: key.accessId,
   sign: async (stringsToSign, day) => {
-    const derived = signingKey(key.secret, day);
+    const derived = createSecretKey(signingKey(key.secret, day));
     return stringsToSign.map((s) => createHmac("sha256", derived).update(s).digest("hex"));
   },
 });
 
+const UNRESERVED = /^[A-Za-z0-9\-._~]*$/;
 /** RFC 3986 unreserved characters stay; everything else is %XX, as the canonical form wants. */
 const strictEncode = (text: string) =>
-  encodeURIComponent(text).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+  UNRESERVED.test(text)
+    ? text
+    : encodeURIComponent(text).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+
+type Pair = readonly [string, string];
+const byName = (a: Pair, b: Pair) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] < b[1] ? -1 : 1);
 
 export interface V4Request {
   /** Query parameters besides the V4 ones (`partNumber`, `uploadId`). */
@@ -76,37 +84,61 @@ export const signedUrls = async (
   const date = stamp(target.now);
   const day = date.slice(0, 8);
   const scope = `${day}/${SCOPE_TAIL}`;
-  const queries: string[] = [];
-  const toSign = requests.map((request) => {
-    const headers = [["host", base.hostname] as const, ...Object.entries(request.headers ?? {})].sort(
-      (a, b) => (a[0] < b[0] ? -1 : 1),
-    );
-    const signedHeaders = headers.map(([name]) => name).join(";");
-    const query: string = [
-      ["X-Goog-Algorithm", signer.algorithm] as const,
-      ["X-Goog-Credential", `${signer.credential}/${scope}`],
+  const credential = `${signer.credential}/${scope}`;
+  const hostHeader: Pair = ["host", base.hostname];
+  // The names and most values repeat across the batch: each is encoded once.
+  const memo = new Map<string, string>();
+  const encode = (text: string) => {
+    const known = memo.get(text);
+    if (known !== undefined) return known;
+    const done = strictEncode(text);
+    memo.set(text, done);
+    return done;
+  };
+  const v4ByHeaders = new Map<string, ReadonlyArray<Pair>>();
+  const v4Of = (signedHeaders: string) => {
+    const known = v4ByHeaders.get(signedHeaders);
+    if (known) return known;
+    const pairs = [
+      ["X-Goog-Algorithm", signer.algorithm],
+      ["X-Goog-Credential", credential],
       ["X-Goog-Date", date],
       ["X-Goog-Expires", String(target.expiresSeconds)],
       ["X-Goog-SignedHeaders", signedHeaders],
-      ...Object.entries(request.query ?? {}),
-    ]
-      .map(([name, value]) => [strictEncode(name), strictEncode(value)] as const)
-      .sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
-      .map(([name, value]) => `${name}=${value}`)
-      .join("&");
-    queries.push(query);
-    const canonical = [
-      target.method,
-      path,
-      query,
-      headers.map(([name, value]) => `${name}:${value.trim()}\n`).join(""),
-      signedHeaders,
-      "UNSIGNED-PAYLOAD",
-    ].join("\n");
-    const hash = createHash("sha256").update(canonical).digest("hex");
-    return `${signer.algorithm}\n${date}\n${scope}\n${hash}`;
-  });
-  const signatures = await signer.sign(toSign, day);
+    ].map(([name, value]): Pair => [encode(name!), encode(value!)]);
+    v4ByHeaders.set(signedHeaders, pairs);
+    return pairs;
+  };
+  const canonicalOf = (request: V4Request) => {
+    const headers = [hostHeader, ...Object.entries(request.headers ?? {})].sort(byName);
+    let signedHeaders = "";
+    let canonicalHeaders = "";
+    for (const [name, value] of headers) {
+      signedHeaders += signedHeaders === "" ? name : `;${name}`;
+      canonicalHeaders += `${name}:${value.trim()}\n`;
+    }
+    const pairs = [...v4Of(signedHeaders)];
+    for (const [name, value] of Object.entries(request.query ?? {}))
+      pairs.push([encode(name), encode(value)]);
+    let query = "";
+    for (const [name, value] of pairs.sort(byName))
+      query += query === "" ? `${name}=${value}` : `&${name}=${value}`;
+    const canonical = `${target.method}\n${path}\n${query}\n${canonicalHeaders}\n${signedHeaders}\nUNSIGNED-PAYLOAD`;
+    return { query, toSign: `${signer.algorithm}\n${date}\n${scope}\n${hash("sha256", canonical)}` };
+  };
   const origin = `${base.protocol}//${base.host}`;
-  return queries.map((query, i) => `${origin}${path}?${query}&X-Goog-Signature=${signatures[i]}`);
+  const urls: string[] = [];
+  // In slices, the event loop served between them: 10,000 URLs never hold it for long.
+  for (let at = 0; at < requests.length; at += SLICE) {
+    if (at > 0) await new Promise((resolve) => setImmediate(resolve));
+    const slice = requests.slice(at, at + SLICE).map(canonicalOf);
+    const signatures = await signer.sign(
+      slice.map((c) => c.toSign),
+      day,
+    );
+    slice.forEach(({ query }, i) => {
+      urls.push(`${origin}${path}?${query}&X-Goog-Signature=${signatures[i]}`);
+    });
+  }
+  return urls;
 };
