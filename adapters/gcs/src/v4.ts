@@ -41,12 +41,21 @@ export const hmacSigner = (key: HmacKey): V4Signer => ({
 const UNRESERVED = /^[A-Za-z0-9\-._~]*$/;
 /** RFC 3986 unreserved characters stay; everything else is %XX, as the canonical form wants. */
 const strictEncode = (text: string) =>
-  UNRESERVED.test(text)
-    ? text
-    : encodeURIComponent(text).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+  encodeURIComponent(text).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 
 type Pair = readonly [string, string];
-const byName = (a: Pair, b: Pair) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] < b[1] ? -1 : 1);
+
+/** Where each query parameter and header of a batch's requests goes (names sorted, encoded). */
+interface Layout {
+  readonly headerNames: ReadonlyArray<string>;
+  readonly signedHeaders: string;
+  /** `fixed`: the V4 parameters' values, the same for every request; else the request's `key`. */
+  readonly query: ReadonlyArray<{
+    readonly name: string;
+    readonly fixed: string | undefined;
+    readonly key: string;
+  }>;
+}
 
 export interface V4Request {
   /** Query parameters besides the V4 ones (`partNumber`, `uploadId`). */
@@ -85,45 +94,46 @@ export const signedUrls = async (
   const day = date.slice(0, 8);
   const scope = `${day}/${SCOPE_TAIL}`;
   const credential = `${signer.credential}/${scope}`;
-  const hostHeader: Pair = ["host", base.hostname];
-  // The names and most values repeat across the batch: each is encoded once.
-  const memo = new Map<string, string>();
-  const encode = (text: string) => {
-    const known = memo.get(text);
-    if (known !== undefined) return known;
-    const done = strictEncode(text);
-    memo.set(text, done);
-    return done;
-  };
-  const v4ByHeaders = new Map<string, ReadonlyArray<Pair>>();
-  const v4Of = (signedHeaders: string) => {
-    const known = v4ByHeaders.get(signedHeaders);
+  // The requests of a batch share their parameter and header names (their values differ): where
+  // each name goes in the canonical request is worked out once, and a value is encoded only when
+  // it has a character to escape.
+  const encode = (text: string) => (UNRESERVED.test(text) ? text : strictEncode(text));
+  const layouts = new Map<string, Layout>();
+  const layoutOf = (query: Readonly<Record<string, string>>, headers: Readonly<Record<string, string>>) => {
+    const key = `${Object.keys(query).join("&")}|${Object.keys(headers).join(";")}`;
+    const known = layouts.get(key);
     if (known) return known;
-    const pairs = [
+    const headerNames = ["host", ...Object.keys(headers)].sort();
+    const signedHeaders = headerNames.join(";");
+    const v4: ReadonlyArray<Pair> = [
       ["X-Goog-Algorithm", signer.algorithm],
       ["X-Goog-Credential", credential],
       ["X-Goog-Date", date],
       ["X-Goog-Expires", String(target.expiresSeconds)],
       ["X-Goog-SignedHeaders", signedHeaders],
-    ].map(([name, value]): Pair => [encode(name!), encode(value!)]);
-    v4ByHeaders.set(signedHeaders, pairs);
-    return pairs;
+    ];
+    const layout: Layout = {
+      headerNames,
+      signedHeaders,
+      query: [
+        ...v4.map(([name, value]) => ({ name: encode(name), fixed: encode(value), key: name })),
+        ...Object.keys(query).map((name) => ({ name: encode(name), fixed: undefined, key: name })),
+      ].sort((a, b) => (a.name < b.name ? -1 : 1)),
+    };
+    layouts.set(key, layout);
+    return layout;
   };
   const canonicalOf = (request: V4Request) => {
-    const headers = [hostHeader, ...Object.entries(request.headers ?? {})].sort(byName);
-    let signedHeaders = "";
-    let canonicalHeaders = "";
-    for (const [name, value] of headers) {
-      signedHeaders += signedHeaders === "" ? name : `;${name}`;
-      canonicalHeaders += `${name}:${value.trim()}\n`;
-    }
-    const pairs = [...v4Of(signedHeaders)];
-    for (const [name, value] of Object.entries(request.query ?? {}))
-      pairs.push([encode(name), encode(value)]);
+    const given = request.query ?? {};
+    const headers = request.headers ?? {};
+    const layout = layoutOf(given, headers);
     let query = "";
-    for (const [name, value] of pairs.sort(byName))
-      query += query === "" ? `${name}=${value}` : `&${name}=${value}`;
-    const canonical = `${target.method}\n${path}\n${query}\n${canonicalHeaders}\n${signedHeaders}\nUNSIGNED-PAYLOAD`;
+    for (const { name, fixed, key } of layout.query)
+      query += `${query === "" ? "" : "&"}${name}=${fixed ?? encode(given[key]!)}`;
+    let canonicalHeaders = "";
+    for (const name of layout.headerNames)
+      canonicalHeaders += `${name}:${name === "host" ? base.hostname : headers[name]!.trim()}\n`;
+    const canonical = `${target.method}\n${path}\n${query}\n${canonicalHeaders}\n${layout.signedHeaders}\nUNSIGNED-PAYLOAD`;
     return { query, toSign: `${signer.algorithm}\n${date}\n${scope}\n${hash("sha256", canonical)}` };
   };
   const origin = `${base.protocol}//${base.host}`;
