@@ -75,7 +75,7 @@ const aRef = (): MultipartRef => ({ uploadId: uid("upl"), key: `origins/${uid("t
 /** The optional capabilities of the port a store declares; their tests run only where declared. */
 export interface ObjectStoreCapabilities {
   readonly receivePart: boolean;
-  readonly partUploadUrl: boolean;
+  readonly partUploadUrls: boolean;
   readonly localPath: boolean;
   readonly deliveryUrl: boolean;
   /**
@@ -96,8 +96,12 @@ const putTo = (url: string, bytes: Uint8Array, method = "PUT") =>
 
 const unquote = (etag: string | null) => (etag ?? "").replace(/^"(.*)"$/, "$1");
 
-/** The query parameter of a signed URL that holds the signature: the longest value. */
+/**
+ * The query parameter of a signed URL that holds the signature: one named so, else the longest
+ * value (an HMAC key's credential is longer than its signature).
+ */
 const signatureParam = (url: URL) =>
+  [...url.searchParams.keys()].find((name) => /signature/i.test(name)) ??
   [...url.searchParams.entries()].reduce((a, b) => (b[1].length > a[1].length ? b : a))[0];
 
 /** The URL with one character of its signature changed. */
@@ -136,7 +140,7 @@ const shortLived = async <A>(sign: (expiresAt: number) => Promise<A>) => {
 /**
  * The ObjectStore port, checked through the store's backdoor. Multipart uploads run on every
  * store, their parts sent through `receivePart` or, for a store that signs part URLs
- * (`partUploadUrl`), by a plain fetch PUT as a browser would; the refusals of each way run where
+ * (`partUploadUrls`), by a plain fetch PUT as a browser would; the refusals of each way run where
  * it is declared, as do local paths (`localPath`) and signed delivery URLs (`deliveryUrl`). A store
  * must have exactly the methods it declares.
  */
@@ -156,7 +160,7 @@ export const describeObjectStore = (
       const { hashesOnAssembly: _, minPartSize: __, ...methods } = capabilities;
       expect({
         receivePart: !!store.receivePart,
-        partUploadUrl: !!store.partUploadUrl,
+        partUploadUrls: !!store.partUploadUrls,
         localPath: !!store.localPath,
         deliveryUrl: !!store.deliveryUrl,
       }).toEqual(methods);
@@ -180,7 +184,10 @@ export const describeObjectStore = (
 
     // Called only from tests registered for the declared capability, which beforeEach checked.
     const receiving = (_ctx: TestContext) => store.receivePart!;
-    const signing = (_ctx: TestContext) => store.partUploadUrl!;
+    /** One part's URL, from a batch of one. */
+    const signing =
+      (_ctx: TestContext) => (ref: MultipartRef, part: { number: number; size: number }, expiresAt: number) =>
+        Effect.map(store.partUploadUrls!(ref, [part], expiresAt), (urls) => urls[0]!);
     const localPaths = (_ctx: TestContext) => store.localPath!;
     const delivering = (_ctx: TestContext) => store.deliveryUrl!;
     const inTenMinutes = () => Date.now() + 10 * 60_000;
@@ -195,7 +202,10 @@ export const describeObjectStore = (
         return run(
           store.receivePart(ref, { number, expectedSize: bytes.byteLength }, chunks(bytes, 16 * KiB)),
         );
-      const url = await run(store.partUploadUrl!(ref, { number, size: bytes.byteLength }, inTenMinutes()));
+      const [url] = await run(
+        store.partUploadUrls!(ref, [{ number, size: bytes.byteLength }], inTenMinutes()),
+      );
+      if (!url) throw new Error("no URL signed");
       const reply = await putTo(url, bytes);
       if (reply.status !== 200) throw new Error(`part PUT answered ${reply.status}: ${await reply.text()}`);
       return { number, size: bytes.byteLength, etag: unquote(reply.headers.get("etag")), sha256: null };
@@ -438,7 +448,7 @@ export const describeObjectStore = (
         });
       });
 
-    if (capabilities.partUploadUrl)
+    if (capabilities.partUploadUrls)
       describe("part URLs signed by the store", () => {
         /** Refused with a 4xx, and nothing of it stored. */
         const expectRefused = async (reply: Response) => {
@@ -446,13 +456,15 @@ export const describeObjectStore = (
           expect(reply.headers.get("etag")).toBeNull();
         };
 
-        it("takes parts PUT in parallel by plain fetch, each answered with its ETag, and joins them", async (ctx) => {
+        it("takes parts PUT in parallel by plain fetch, each answered with its ETag, and joins them", async () => {
           const ref = aRef();
           await run(store.createMultipart(ref));
           const bodies = [fullPart(300 * KiB), fullPart(300 * KiB), fullPart(300 * KiB), someBytes(99)];
-          const urls = await Promise.all(
-            bodies.map((b, i) =>
-              run(signing(ctx)(ref, { number: i + 1, size: b.byteLength }, inTenMinutes())),
+          const urls = await run(
+            store.partUploadUrls!(
+              ref,
+              bodies.map((b, i) => ({ number: i + 1, size: b.byteLength })),
+              inTenMinutes(),
             ),
           );
           const replies = await Promise.all(urls.map((url, i) => putTo(url, bodies[i]!)));

@@ -645,6 +645,8 @@ describe("gcs-test-server: the CLI", () => {
         endpoint: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+$/),
         bucket: "cli-bucket",
         credentials: expect.any(String),
+        hmac_access_id: expect.stringMatching(/^GOOG1E[0-9A-Z]+$/),
+        hmac_secret: expect.any(String),
       });
       const key = JSON.parse(readFileSync(printed.credentials, "utf8"));
       expect(key).toMatchObject({ type: "service_account", token_uri: `${printed.endpoint}/token` });

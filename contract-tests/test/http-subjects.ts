@@ -150,7 +150,8 @@ export const memorySubject = (): MakeHttpSubject =>
 /**
  * Memory state, objects in a bucket of the GCS test server: the host composes the store from
  * VOD_OBJECT_STORE=gcs as in production, with Application Default Credentials from
- * GOOGLE_APPLICATION_CREDENTIALS, so part PUTs go to the bucket on the URLs the store signs.
+ * GOOGLE_APPLICATION_CREDENTIALS and the service account's HMAC key, so part PUTs go to the
+ * bucket on the URLs the store signs with it (GOOG4-HMAC-SHA256).
  * Call it inside the describe block: it starts and stops the test server there.
  */
 export const gcsSubject = (): MakeHttpSubject => {
@@ -173,6 +174,9 @@ export const gcsSubject = (): MakeHttpSubject => {
         VOD_GCS_BUCKET: server.bucket,
         VOD_GCS_PREFIX: prefix,
         VOD_GCS_API_ENDPOINT: server.endpoint,
+        // Part URLs signed with the service account's HMAC key, which the server checks.
+        VOD_GCS_HMAC_ACCESS_ID: server.hmacKey.accessId,
+        VOD_GCS_HMAC_SECRET: server.hmacKey.secret,
       };
     },
     async (config, clock) => ({

@@ -8,5 +8,5 @@ describeObjectStore(
     const store = memoryObjectStore();
     return { store, backdoor: memoryObjectStoreBackdoor(store), cleanup: async () => {} };
   },
-  { receivePart: true, partUploadUrl: false, localPath: false, deliveryUrl: false, hashesOnAssembly: true },
+  { receivePart: true, partUploadUrls: false, localPath: false, deliveryUrl: false, hashesOnAssembly: true },
 );

@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { createHash, type Hash } from "node:crypto";
 import { createReadStream, createWriteStream } from "node:fs";
 import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -10,6 +10,7 @@ import type {
   MediaInput,
   MediaProcessor,
   PackagedOutput,
+  PartChecksums,
   Rendition,
   StorageError,
 } from "@vod/core";
@@ -137,9 +138,49 @@ const scratchSpace = (parent: string) => {
     );
 };
 
+/** A declared part sha256 that the source's bytes do not match. */
+class PartDiffers extends Error {
+  constructor(readonly part: number) {
+    super(`part ${part} of the upload: its sha256 differs from the one declared at completion`);
+  }
+}
+
+/**
+ * Hashes each declared part's byte range of a stream passing through, throwing PartDiffers at the
+ * end of the first part whose sha256 is not the declared one.
+ */
+const partHasher = (parts: PartChecksums) => {
+  let offset = 0;
+  let hash: Hash | undefined;
+  const finish = (part: number) => {
+    if (hash && hash.digest("hex") !== parts.sha256.get(part)) throw new PartDiffers(part);
+    hash = undefined;
+  };
+  return {
+    update(chunk: Uint8Array) {
+      let at = 0;
+      while (at < chunk.byteLength) {
+        const part = Math.floor(offset / parts.partSize) + 1;
+        const inPart = offset % parts.partSize;
+        if (inPart === 0 && parts.sha256.has(part)) hash = createHash("sha256");
+        const take = Math.min(chunk.byteLength - at, parts.partSize - inPart);
+        hash?.update(chunk.subarray(at, at + take));
+        at += take;
+        offset += take;
+        if (offset % parts.partSize === 0) finish(part);
+      }
+    },
+    /** The last part ends with the stream. */
+    end() {
+      if (offset % parts.partSize !== 0) finish(Math.floor(offset / parts.partSize) + 1);
+    },
+  };
+};
+
 /**
  * The source as a local file: in place, or copied into `dir` (containers need seeking), hashed on
- * the way when a sha256 is expected, so that the check costs no second read.
+ * the way (whole, and each declared part) when a sha256 is expected, so that the check costs no
+ * second read.
  */
 const localSource = (
   input: MediaInput,
@@ -148,21 +189,27 @@ const localSource = (
   if ("path" in input) return Effect.succeed(input.path);
   const expected = input.expectedSha256;
   const hash = createHash("sha256");
+  const parts = input.expectedPartSha256 && partHasher(input.expectedPartSha256);
   async function* hashed(source: AsyncIterable<Uint8Array>) {
     for await (const chunk of source) {
-      hash.update(chunk);
+      if (expected !== undefined) hash.update(chunk);
+      parts?.update(chunk);
       yield chunk;
     }
+    parts?.end();
   }
   return Effect.flatMap(input.open(), (stream) =>
     Effect.tryPromise({
       try: async (signal) => {
         const path = join(dir, "source");
-        if (expected === undefined) await pipeline(stream, createWriteStream(path), { signal });
+        if (expected === undefined && !parts) await pipeline(stream, createWriteStream(path), { signal });
         else await pipeline(stream, hashed, createWriteStream(path), { signal });
         return path;
       },
-      catch: (cause) => rejected("processing_error", "Could not copy the source to scratch space", cause),
+      catch: (cause) =>
+        cause instanceof PartDiffers
+          ? rejected("checksum_mismatch", cause.message)
+          : rejected("processing_error", "Could not copy the source to scratch space", cause),
     }),
   ).pipe(
     Effect.filterOrFail(

@@ -75,6 +75,43 @@ describe("probe", () => {
     expect(await readdir(scratchDir)).toEqual([]);
   });
 
+  it("checks each declared part's sha256 over its byte range, chunks crossing part ends: the first that differs is named", async () => {
+    const bytes = await readFile(sources.small);
+    // Chunks of 1000 bytes against parts of 7777: most chunks hold the end of one part and the
+    // start of the next; the last part is short.
+    const open = () =>
+      Effect.succeed(
+        (async function* () {
+          for (let at = 0; at < bytes.byteLength; at += 1000) yield bytes.subarray(at, at + 1000);
+        })(),
+      );
+    const partSize = 7777;
+    const count = Math.ceil(bytes.byteLength / partSize);
+    expect(count).toBeGreaterThan(3);
+    expect(bytes.byteLength % partSize).not.toBe(0);
+    const sha = (n: number) =>
+      createHash("sha256")
+        .update(bytes.subarray((n - 1) * partSize, n * partSize))
+        .digest("hex");
+    const declared = (wrong: ReadonlyArray<number>, numbers: ReadonlyArray<number>) => ({
+      partSize,
+      sha256: new Map(numbers.map((n) => [n, wrong.includes(n) ? sha(n === 1 ? 2 : 1) : sha(n)])),
+    });
+    const all = Array.from({ length: count }, (_, i) => i + 1);
+    expect(Either.isRight(await probe({ open, expectedPartSha256: declared([], all) }))).toBe(true);
+    // Only some parts declared, the last among them.
+    expect(Either.isRight(await probe({ open, expectedPartSha256: declared([], [2, count]) }))).toBe(true);
+    for (const wrong of [[3, count], [count]]) {
+      const failed = await probe({ open, expectedPartSha256: declared(wrong, all) });
+      expect(Either.isLeft(failed) && failed.left).toMatchObject({
+        _tag: "MediaRejected",
+        code: "checksum_mismatch",
+        message: expect.stringContaining(`part ${wrong[0]} of the upload`),
+      });
+    }
+    expect(await readdir(scratchDir)).toEqual([]);
+  });
+
   it("rejects random bytes as invalid_media", async () => {
     expect(code(await probe({ path: sources.noise }))).toBe("invalid_media");
   });

@@ -32,7 +32,7 @@ describeObjectStore(
       cleanup: () => rm(root, { recursive: true, force: true }),
     };
   },
-  { receivePart: true, partUploadUrl: false, localPath: true, deliveryUrl: false, hashesOnAssembly: true },
+  { receivePart: true, partUploadUrls: false, localPath: true, deliveryUrl: false, hashesOnAssembly: true },
 );
 
 describe("filesystem object store", () => {

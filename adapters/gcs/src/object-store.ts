@@ -14,6 +14,7 @@ import {
   type StoredPart,
 } from "@vod/core";
 import { Effect, Option } from "effect";
+import { type HmacKey, hmacSigner, signedUrls, type V4Signer } from "./v4.js";
 import { completeBody, elements, text } from "./xml.js";
 
 export interface GcsObjectStoreConfig {
@@ -35,6 +36,11 @@ export interface GcsObjectStoreConfig {
    * bucket: the store then has `deliveryUrl`).
    */
   readonly delivery: "proxy" | "redirect";
+  /**
+   * The service account's HMAC key: URLs are then signed with it (`GOOG4-HMAC-SHA256`), in
+   * microseconds each and with no IAM call. Default none: the service account signs them.
+   */
+  readonly hmacKey?: HmacKey | undefined;
 }
 
 /**
@@ -84,35 +90,72 @@ const readAll = async (body: ByteStream | Uint8Array) => {
   return Buffer.concat(chunks);
 };
 
+/** Signatures in flight at once without an HMAC key: the thread pool's, or IAM signBlob calls. */
+const RSA_CONCURRENCY = 8;
+/** Lifetime of a delivery URL is the caller's; V4 allows at most seven days. */
+const SEVEN_DAYS_S = 604_800;
+
+const mapConcurrent = async <A, B>(
+  items: ReadonlyArray<A>,
+  concurrency: number,
+  f: (item: A) => Promise<B>,
+): Promise<B[]> => {
+  const out = new Array<B>(items.length);
+  let next = 0;
+  const worker = async () => {
+    for (let i = next++; i < items.length; i = next++) out[i] = await f(items[i]!);
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, items.length) }, worker));
+  return out;
+};
+
 /**
- * The SDK's V4 signer signs each URL through `authClient.sign`, which with a key file parses the
- * PEM key again for every signature and signs on the main thread: 2.7 ms a URL here, 27 s for the
- * 10,000 part URLs of an upload's start. The same RSA-SHA256 signature with the key parsed once,
- * computed on libuv's thread pool, costs a third and blocks nothing. Without a key (Cloud Run's
- * service account) it stays the SDK's own path: IAM signBlob.
+ * Signing with the service account, once its identity is known (fetched once, then reused): a
+ * key file's RSA key is parsed once and signs on libuv's thread pool, never on the event loop
+ * (the SDK parsed the PEM again for every URL and signed on the main thread); without a key
+ * (Cloud Run's service account) each signature is an IAM signBlob call, as the SDK makes it.
  */
-const signWithParsedKey = (auth: Storage["authClient"]) => {
-  const sdkSign = auth.sign.bind(auth);
+const serviceAccountSigner = (auth: Storage["authClient"]) => {
   const signAsync = promisify(sign);
-  let key: Promise<KeyObject | undefined> | undefined;
-  auth.sign = async (data: string, endpoint?: string) => {
-    key ??= auth.getClient().then(async (client) => {
-      const pem = (client as { key?: unknown }).key;
+  let identity: Promise<{ email: string; key: KeyObject | undefined }> | undefined;
+  const identify = () => {
+    identity ??= (async () => {
+      const credentials = await auth.getCredentials();
+      const pem = ((await auth.getClient()) as { key?: unknown }).key;
       const universe = await auth.getUniverseDomain();
-      return typeof pem === "string" && pem !== "" && universe === "googleapis.com"
-        ? createPrivateKey(pem)
-        : undefined;
+      if (!credentials.client_email) throw new Error("the credentials name no service account email");
+      return {
+        email: credentials.client_email,
+        key:
+          typeof pem === "string" && pem !== "" && universe === "googleapis.com"
+            ? createPrivateKey(pem)
+            : undefined,
+      };
+    })();
+    identity.catch(() => {
+      identity = undefined;
     });
-    const parsed = await key;
-    if (!parsed) return sdkSign(data, endpoint);
-    return (await signAsync("RSA-SHA256", Buffer.from(data), parsed)).toString("base64");
+    return identity;
+  };
+  return async (): Promise<V4Signer> => {
+    const { email, key } = await identify();
+    return {
+      algorithm: "GOOG4-RSA-SHA256",
+      credential: email,
+      sign: (strings) =>
+        mapConcurrent(strings, RSA_CONCURRENCY, async (s) =>
+          key
+            ? (await signAsync("RSA-SHA256", Buffer.from(s), key)).toString("hex")
+            : Buffer.from(await auth.sign(s), "base64").toString("hex"),
+        ),
+    };
   };
 };
 
 /**
  * The ObjectStore port on a Google Cloud Storage bucket. Multipart uploads are the XML API's:
- * the client PUTs each part on a V4-signed URL (`partUploadUrl`; signed with the service
- * account's key, or through IAM signBlob where there is none, as the SDK does), resume lists the
+ * the client PUTs each part on a V4-signed URL (`partUploadUrls`; signed with the HMAC key when
+ * there is one, else the service account's key, or IAM signBlob where there is none), resume lists the
  * upload's parts, complete sends the part list, abort aborts. GCS hashes no part with sha256, so
  * an assembled object's sha256 is null (processing checks the declared one). With `redirect`
  * delivery, segments are served from signed GET URLs (`deliveryUrl`).
@@ -120,7 +163,7 @@ const signWithParsedKey = (auth: Storage["authClient"]) => {
 export const gcsObjectStore = (
   config: GcsObjectStoreConfig,
 ): ObjectStore & {
-  readonly partUploadUrl: NonNullable<ObjectStore["partUploadUrl"]>;
+  readonly partUploadUrls: NonNullable<ObjectStore["partUploadUrls"]>;
 } => {
   const storage = new Storage({
     ...(config.apiEndpoint ? { apiEndpoint: config.apiEndpoint, useAuthWithCustomEndpoint: true } : {}),
@@ -131,7 +174,9 @@ export const gcsObjectStore = (
   // A test server has no OAuth token endpoint (google-auth-library posts to Google's whatever
   // the key file says): self-signed JWTs, which Google accepts too, need none.
   if (config.apiEndpoint) storage.authClient.useJWTAccessWithScope = true;
-  signWithParsedKey(storage.authClient);
+  const hmac = config.hmacKey ? hmacSigner(config.hmacKey) : undefined;
+  const serviceAccount = serviceAccountSigner(storage.authClient);
+  const signer = async () => hmac ?? (await serviceAccount());
   const bucket = storage.bucket(config.bucket);
   const prefix = config.prefix ?? "";
   /** The XML API shares the JSON API's host (storage.googleapis.com), path style. */
@@ -250,7 +295,23 @@ export const gcsObjectStore = (
       .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   };
 
-  const store: ObjectStore & { readonly partUploadUrl: NonNullable<ObjectStore["partUploadUrl"]> } = {
+  /** Signed URLs of one object, all dated now; valid until `expiresAt` (ms). */
+  const sign = async (
+    name: string,
+    method: "GET" | "PUT",
+    expiresAt: number,
+    requests: ReadonlyArray<{ query?: Record<string, string>; headers?: Record<string, string> }>,
+  ) => {
+    const now = Date.now();
+    const expiresSeconds = Math.min(SEVEN_DAYS_S, Math.max(1, Math.floor((expiresAt - now) / 1000)));
+    return signedUrls(
+      { endpoint: xmlBase, bucket: config.bucket, name, method, now, expiresSeconds },
+      requests,
+      await signer(),
+    );
+  };
+
+  const store: ObjectStore & { readonly partUploadUrls: NonNullable<ObjectStore["partUploadUrls"]> } = {
     createMultipart: (ref) =>
       attempt(`creating upload ${ref.uploadId}`, async () => {
         if (await markerFor(ref)) return;
@@ -323,19 +384,21 @@ export const gcsObjectStore = (
         uploadIds.delete(ref.uploadId);
       }),
 
-    partUploadUrl: (ref, part, expiresAt) =>
-      attempt(`signing part ${part.number} of upload ${ref.uploadId}`, async () => {
+    partUploadUrls: (ref, parts, expiresAt) =>
+      attempt(`signing part URLs of upload ${ref.uploadId}`, async () => {
+        if (parts.length === 0) return [];
         const marker = await markerFor(ref);
         if (!marker) throw new StorageError({ message: `upload ${ref.uploadId} is not open` });
-        const [url] = await bucket.file(nameOf(marker.key)).getSignedUrl({
-          version: "v4",
-          action: "write",
-          expires: expiresAt,
-          queryParams: { partNumber: String(part.number), uploadId: marker.gcsUploadId },
-          // Signed, so a body of any other size is refused by the bucket itself.
-          extensionHeaders: { "content-length": String(part.size) },
-        });
-        return url;
+        return sign(
+          nameOf(marker.key),
+          "PUT",
+          expiresAt,
+          parts.map((part) => ({
+            query: { partNumber: String(part.number), uploadId: marker.gcsUploadId },
+            // Signed, so a body of any other size is refused by the bucket itself.
+            headers: { "content-length": String(part.size) },
+          })),
+        );
       }),
 
     put: (key, body, contentType) =>
@@ -401,10 +464,7 @@ export const gcsObjectStore = (
     return {
       ...store,
       deliveryUrl: (key, expiresAt) =>
-        attempt(`signing a URL of ${key}`, async () => {
-          const [url] = await fileOf(key).getSignedUrl({ version: "v4", action: "read", expires: expiresAt });
-          return url;
-        }),
+        attempt(`signing a URL of ${key}`, async () => (await sign(nameOf(key), "GET", expiresAt, [{}]))[0]!),
     };
   return store;
 };

@@ -8,12 +8,13 @@ import {
   suiteName,
   uid,
 } from "@vod/contract-tests";
-import { afterAll, beforeAll, describe } from "vitest";
+import { Effect } from "effect";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { gcsTestBackdoor } from "./backdoor.js";
 
 const capabilities = {
   receivePart: false,
-  partUploadUrl: true,
+  partUploadUrls: true,
   localPath: false,
   hashesOnAssembly: false,
 } as const;
@@ -26,7 +27,7 @@ describe("GCS object store on the test server", () => {
   });
   afterAll(() => server.close());
 
-  const subject = (delivery: "proxy" | "redirect") => async () => {
+  const subject = (delivery: "proxy" | "redirect", signing: "service account" | "hmac") => async () => {
     const prefix = `${uid("t")}/`;
     const store = gcsObjectStore({
       bucket: server.bucket,
@@ -34,18 +35,45 @@ describe("GCS object store on the test server", () => {
       apiEndpoint: server.endpoint,
       keyFilename: server.credentialsPath,
       delivery,
+      ...(signing === "hmac" ? { hmacKey: server.hmacKey } : {}),
     });
     const backdoor = gcsTestBackdoor(server, prefix);
     return { store, backdoor, cleanup: async () => {} };
   };
 
-  describeObjectStore("gcs (test server, proxy delivery)", subject("proxy"), {
+  describeObjectStore("gcs (test server, proxy delivery)", subject("proxy", "service account"), {
     ...capabilities,
     deliveryUrl: false,
   });
-  describeObjectStore("gcs (test server, redirect delivery)", subject("redirect"), {
+  describeObjectStore("gcs (test server, redirect delivery)", subject("redirect", "service account"), {
     ...capabilities,
     deliveryUrl: true,
+  });
+  // URLs signed with the HMAC key (GOOG4-HMAC-SHA256): the same refusals, checked by the server.
+  describeObjectStore("gcs (test server, HMAC-signed URLs)", subject("redirect", "hmac"), {
+    ...capabilities,
+    deliveryUrl: true,
+  });
+
+  it("refuses a URL signed with an HMAC secret the bucket does not know", async () => {
+    const prefix = `${uid("t")}/`;
+    const store = gcsObjectStore({
+      bucket: server.bucket,
+      prefix,
+      apiEndpoint: server.endpoint,
+      keyFilename: server.credentialsPath,
+      delivery: "proxy",
+      hmacKey: { accessId: server.hmacKey.accessId, secret: `${server.hmacKey.secret}x` },
+    });
+    const ref = { uploadId: uid("upl"), key: `origins/${uid("ast")}` };
+    await Effect.runPromise(store.createMultipart(ref));
+    const [url] = await Effect.runPromise(
+      store.partUploadUrls(ref, [{ number: 1, size: 3 }], Date.now() + 60_000),
+    );
+    const reply = await fetch(url!, { method: "PUT", body: new Uint8Array(3) });
+    expect(reply.status).toBe(403);
+    expect(await reply.text()).toContain("SignatureDoesNotMatch");
+    expect(server.backdoor.uploads().find((u) => u.name === `${prefix}${ref.key}`)?.parts).toEqual([]);
   });
 });
 

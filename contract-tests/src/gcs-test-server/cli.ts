@@ -3,7 +3,7 @@ import { createGcsTestServer } from "./index.js";
 
 const USAGE = `usage: gcs-test-server [--port N] [--host 127.0.0.1] [--bucket NAME] [--min-part-size BYTES]
 
-Prints one JSON line {"endpoint","bucket","credentials"} once listening; stops on SIGTERM or SIGINT.`;
+Prints one JSON line {"endpoint","bucket","credentials","hmac_access_id","hmac_secret"} once listening; stops on SIGTERM or SIGINT.`;
 
 const integer = (name: string, text: string | undefined, fallback: number): number => {
   if (text === undefined) return fallback;
@@ -35,7 +35,13 @@ export const main = async (argv: ReadonlyArray<string>): Promise<void> => {
     minPartSize: integer("min-part-size", values["min-part-size"], 5 * 1024 * 1024),
   });
   process.stdout.write(
-    `${JSON.stringify({ endpoint: server.endpoint, bucket: server.bucket, credentials: server.credentialsPath })}\n`,
+    `${JSON.stringify({
+      endpoint: server.endpoint,
+      bucket: server.bucket,
+      credentials: server.credentialsPath,
+      hmac_access_id: server.hmacKey.accessId,
+      hmac_secret: server.hmacKey.secret,
+    })}\n`,
   );
   await new Promise<void>((resolve) => {
     const stop = () => {

@@ -91,6 +91,8 @@ export interface GcsTestServer {
   /** Path of the service-account key file the server accepts (GOOGLE_APPLICATION_CREDENTIALS). */
   readonly credentialsPath: string;
   readonly keyFile: ServiceAccountKeyFile;
+  /** An HMAC key of the service account, as `gcloud storage hmac create` gives one. */
+  readonly hmacKey: { readonly accessId: string; readonly secret: string };
   readonly backdoor: GcsTestBackdoor;
   /** Stops listening and deletes the key file and every stored byte. Safe to call twice. */
   close(): Promise<void>;
@@ -107,7 +109,8 @@ const listen = (server: Server, port: number, host: string): Promise<AddressInfo
 
 /**
  * A small, strict GCS-protocol server: the JSON API object calls and the XML API multipart upload
- * that the GCS adapter makes, V4 signed URLs checked with the service account's public key, bearer
+ * that the GCS adapter makes, V4 signed URLs checked with the service account's public key or its
+ * HMAC key (`hmacKey`), bearer
  * tokens required. A call it does not implement answers 501 naming the call.
  */
 export const createGcsTestServer = async (options: GcsTestServerOptions = {}): Promise<GcsTestServer> => {
@@ -121,11 +124,16 @@ export const createGcsTestServer = async (options: GcsTestServerOptions = {}): P
   const clientEmail = `gcs-test-server@${projectId}.iam.gserviceaccount.com`;
   const privateKeyId = randomBytes(20).toString("hex");
   let endpoint = "";
+  const hmacKey = {
+    accessId: `GOOG1E${randomBytes(27).toString("hex").toUpperCase()}`.slice(0, 61),
+    secret: randomBytes(30).toString("base64"),
+  };
   const state: ServerState = {
     bucket,
     clientEmail,
     privateKeyId,
     publicKey: createPublicKey(publicKey.export({ type: "spki", format: "pem" })),
+    hmacKeys: new Map([[hmacKey.accessId, hmacKey.secret]]),
     tokenUri: () => `${endpoint}/token`,
     now: options.now ?? Date.now,
     minPartSize: options.minPartSize ?? 5 * 1024 * 1024,
@@ -239,5 +247,5 @@ export const createGcsTestServer = async (options: GcsTestServerOptions = {}): P
     return closing;
   };
 
-  return { endpoint, bucket: bucketName, credentialsPath, keyFile, backdoor, close };
+  return { endpoint, bucket: bucketName, credentialsPath, keyFile, hmacKey, backdoor, close };
 };

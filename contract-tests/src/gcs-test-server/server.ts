@@ -19,6 +19,8 @@ export interface ServerState {
   readonly clientEmail: string;
   readonly privateKeyId: string;
   readonly publicKey: KeyObject;
+  /** HMAC keys of the service account: secrets by access id. */
+  readonly hmacKeys: ReadonlyMap<string, string>;
   readonly tokenUri: () => string;
   readonly now: () => number;
   readonly minPartSize: number;
@@ -309,7 +311,7 @@ const requireXmlAuth = (state: ServerState, call: Call, permission: string) => {
   if (call.query.some(([name]) => isV4Param(name))) {
     const refusal = verifyV4(
       { method: call.method, rawPath: call.rawPath, query: call.query, headers: call.req.headers },
-      { clientEmail: state.clientEmail, publicKey: state.publicKey },
+      { clientEmail: state.clientEmail, publicKey: state.publicKey, hmacKeys: state.hmacKeys },
       state.now(),
     );
     if (refusal) throw v4Refusal(refusal);

@@ -1,4 +1,4 @@
-import { createHash, type KeyObject, verify } from "node:crypto";
+import { createHash, createHmac, type KeyObject, timingSafeEqual, verify } from "node:crypto";
 
 /** RFC 3986 unreserved characters stay; everything else is %XX, as GCS's V4 canonical form wants. */
 export const strictEncode = (text: string): string =>
@@ -32,6 +32,7 @@ export const parseQuery = (raw: string): QueryPairs | undefined => {
 /** The V4 fields of a signed URL, once they parse. */
 export interface V4Query {
   readonly algorithm: string;
+  /** `email`: the service account's, or an HMAC key's access id. */
   readonly credential: { readonly email: string; readonly date: string; readonly scope: string };
   /** `X-Goog-Date` as sent (`YYYYMMDDTHHMMSSZ`) and as milliseconds. */
   readonly date: string;
@@ -82,11 +83,11 @@ const parseV4Query = (query: QueryPairs): V4Query | V4Refusal => {
     }
   }
   const algorithm = get("X-Goog-Algorithm")!;
-  if (algorithm !== "GOOG4-RSA-SHA256") {
+  if (algorithm !== "GOOG4-RSA-SHA256" && algorithm !== "GOOG4-HMAC-SHA256") {
     return {
       kind: "malformed",
       parameter: "X-Goog-Algorithm",
-      details: `Unsupported algorithm ${algorithm}: this server holds an RSA service-account key only.`,
+      details: `Unsupported algorithm ${algorithm}: GOOG4-RSA-SHA256 or GOOG4-HMAC-SHA256.`,
     };
   }
   const date = get("X-Goog-Date")!;
@@ -175,14 +176,29 @@ const canonicalHeaderValue = (name: string, value: string | ReadonlyArray<string
   return name === "host" ? trimmed.replace(/:\d+$/, "") : trimmed;
 };
 
+/** The HMAC signing key of a day, as GCS derives it: "GOOG4" + secret, day, location, service, type. */
+const hmacSigningKey = (secret: string, scope: string) => {
+  const [day, ...rest] = scope.split("/");
+  return rest.reduce(
+    (key, part) => createHmac("sha256", key).update(part).digest(),
+    createHmac("sha256", `GOOG4${secret}`).update(day!).digest(),
+  );
+};
+
 /**
- * Checks a V4-signed request as GCS does: fields well formed, not expired, and the RSA-SHA256
- * signature over the rebuilt string to sign verifies with the service account's public key.
+ * Checks a V4-signed request as GCS does: fields well formed, not expired, and the signature
+ * over the rebuilt string to sign verifies: RSA-SHA256 with the service account's public key, or
+ * HMAC-SHA256 with the secret of the HMAC key the credential names.
  * Answers the refusal, or undefined when the request is authentic.
  */
 export const verifyV4 = (
   request: SignedRequest,
-  keys: { readonly clientEmail: string; readonly publicKey: KeyObject },
+  keys: {
+    readonly clientEmail: string;
+    readonly publicKey: KeyObject;
+    /** HMAC secrets by access id. */
+    readonly hmacKeys: ReadonlyMap<string, string>;
+  },
   nowMs: number,
 ): V4Refusal | undefined => {
   const v4 = parseV4Query(request.query);
@@ -220,8 +236,17 @@ export const verifyV4 = (
     createHash("sha256").update(canonicalRequest).digest("hex"),
   ].join("\n");
   const mismatch: V4Refusal = { kind: "mismatch", stringToSign, canonicalRequest };
-  if (v4.credential.email !== keys.clientEmail) return mismatch;
   if (!/^(?:[0-9a-f]{2})+$/.test(v4.signatureHex)) return mismatch;
+  if (v4.algorithm === "GOOG4-HMAC-SHA256") {
+    const secret = keys.hmacKeys.get(v4.credential.email);
+    if (secret === undefined) return mismatch;
+    const expected = createHmac("sha256", hmacSigningKey(secret, v4.credential.scope))
+      .update(stringToSign)
+      .digest();
+    const given = Buffer.from(v4.signatureHex, "hex");
+    return given.length === expected.length && timingSafeEqual(given, expected) ? undefined : mismatch;
+  }
+  if (v4.credential.email !== keys.clientEmail) return mismatch;
   const ok = verify(
     "RSA-SHA256",
     Buffer.from(stringToSign),

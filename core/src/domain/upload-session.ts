@@ -46,6 +46,11 @@ export interface UploadedPart {
   readonly number: number;
   readonly size: number;
   readonly etag: string;
+  /**
+   * The part's sha256 as the client declared it at completion, kept only where the store could
+   * not check it then (a bucket): processing checks it while it reads the source.
+   */
+  readonly sha256?: string;
 }
 
 /** A created session past its expiry reads as expired, whether or not a sweeper stored that yet. */

@@ -3,7 +3,12 @@ import type { StorageError } from "../errors.js";
 
 /** The jobs of the platform, by name, with their data. */
 export interface JobTypes {
-  readonly "process-asset": { readonly tenant_id: string; readonly asset_id: string };
+  /** `upload_id`: the completed upload whose parts' declared sha256s processing checks. */
+  readonly "process-asset": {
+    readonly tenant_id: string;
+    readonly asset_id: string;
+    readonly upload_id?: string;
+  };
   /**
    * A deleted asset's objects (origin, renditions) and the parts of the uploads that were open
    * when it was deleted, removed from the object store; its playback sessions revoked again.

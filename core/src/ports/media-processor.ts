@@ -8,13 +8,22 @@ import type { ByteStream } from "./object-store.js";
  * to scratch space of its own first (media containers need seeking). `expectedSha256`: the
  * sha256 the client declared, which the store could not check when the upload completed; the
  * processor hashes the bytes as it copies them and rejects a difference (`checksum_mismatch`).
+ * `expectedPartSha256`: likewise the sha256 of parts the client declared at completion, part `n`
+ * being bytes `(n - 1) * partSize` up to `n * partSize`; a difference is rejected naming the part.
  */
 export type MediaInput =
   | { readonly path: string }
   | {
       readonly open: () => Effect.Effect<ByteStream, StorageError>;
       readonly expectedSha256?: string | undefined;
+      readonly expectedPartSha256?: PartChecksums | undefined;
     };
+
+/** Declared sha256s (hex) of some parts of an upload whose every part but the last is `partSize`. */
+export interface PartChecksums {
+  readonly partSize: number;
+  readonly sha256: ReadonlyMap<number, string>;
+}
 
 export interface ProbedSource extends SourceMetadata {
   readonly has_video: boolean;

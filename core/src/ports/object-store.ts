@@ -85,19 +85,20 @@ export interface ObjectStore {
 
   /**
    * Optional: the store takes part PUTs itself, from the client, and signs their URLs (a bucket's
-   * signed URLs): the bytes never pass through the host. The URL takes a `PUT` of exactly
-   * `part.size` raw bytes for that part of that upload until `expiresAt` (ms, in the future; V4
-   * signed URLs have a resolution of a second), answers with the part's `ETag`, and refuses any other method,
-   * part, size, or a changed URL. Parts may be sent in parallel, each URL on its own.
+   * signed URLs): the bytes never pass through the host. Each URL, in the order of `parts`, takes
+   * a `PUT` of exactly `part.size` raw bytes for that part of that upload until `expiresAt` (ms,
+   * in the future; V4 signed URLs have a resolution of a second), answers with the part's `ETag`,
+   * and refuses any other method, part, size, or a changed URL. Parts may be sent in parallel,
+   * each URL on its own. One call signs them all (up to 10,000), without blocking the event loop.
    * Without it the core hands out URLs of the media app, which pass the bytes to `receivePart`.
    */
-  readonly partUploadUrl?: (
+  readonly partUploadUrls?: (
     ref: MultipartRef,
-    part: { readonly number: number; readonly size: number },
+    parts: ReadonlyArray<{ readonly number: number; readonly size: number }>,
     expiresAt: number,
-  ) => Effect.Effect<string, StorageError>;
+  ) => Effect.Effect<ReadonlyArray<string>, StorageError>;
   /**
-   * Optional, and required when `partUploadUrl` is absent: stores one part from a stream,
+   * Optional, and required when `partUploadUrls` is absent: stores one part from a stream,
    * refusing it (`wrong_size`) unless it is exactly `expectedSize` bytes. A part sent again
    * replaces the earlier one.
    */

@@ -13,7 +13,8 @@ import type { Job, JobFailed } from "../ports/job-queue.js";
 import type { MediaInput, MediaRejected, ProbedSource, Rendition } from "../ports/media-processor.js";
 import type { VodPorts } from "../tokens.js";
 import { makeContentKeys } from "./content-keys.js";
-import { eventRecorder } from "./webhooks.js";
+import { declaredPartSha256 } from "./uploads.js";
+import { type EventData, eventRecorder } from "./webhooks.js";
 
 /** The HLS ladder (DECISIONS: renditions at and below the source height, no upscaling). */
 export const defaultLadder: ReadonlyArray<Rendition> = [
@@ -52,7 +53,7 @@ const jobFailed = (message: string, cause?: unknown): JobFailed => ({ _tag: "Job
 /** What a processing job did to its asset, for the worker to name in its log. */
 export type ProcessingOutcome =
   | { readonly status: "ready" }
-  | { readonly status: "failed"; readonly failure_code: FailureCode }
+  | { readonly status: "failed"; readonly failure_code: FailureCode; readonly reason: string }
   /** Nothing to do: the asset is gone or already settled (a duplicate delivery). */
   | { readonly status: "skipped" };
 
@@ -67,7 +68,7 @@ export const makeProcessing = (
   const recordEvent = eventRecorder(ports);
   const eventOf = { processing: "asset.processing", ready: "asset.ready", failed: "asset.failed" } as const;
 
-  const save = (asset: Asset, event: AssetEvent) =>
+  const save = (asset: Asset, event: AssetEvent, failure?: EventData["failure"]) =>
     Effect.gen(function* () {
       const next = transitionAsset(asset, event, clock.now());
       // An asset that moved on (a duplicate delivery finished first) is left as it is.
@@ -79,6 +80,7 @@ export const makeProcessing = (
           if (saved.status in eventOf)
             yield* recordEvent(tx, saved.tenant_id, eventOf[saved.status as keyof typeof eventOf], {
               asset: saved,
+              ...(saved.status === "failed" && failure ? { failure } : {}),
             });
         }),
       );
@@ -111,6 +113,7 @@ export const makeProcessing = (
                 Effect.fail(new StorageError({ message: `origin object ${key} is missing` })),
               ),
             expectedSha256: asset.checksum_sha256 ?? undefined,
+            expectedPartSha256: yield* declaredPartSha256(storage, tenant_id, job.data.upload_id),
           };
 
       const result = yield* Effect.either(
@@ -170,13 +173,17 @@ export const makeProcessing = (
       }
       const outcome = result.left;
       if (outcome._tag === "JobFailed") return yield* Effect.fail(outcome);
-      const saved = yield* save(asset, {
-        type: "processing_failed",
-        failure_code: outcome.failed,
-        ...(outcome.source ? { source: outcome.source } : {}),
-      });
+      const saved = yield* save(
+        asset,
+        {
+          type: "processing_failed",
+          failure_code: outcome.failed,
+          ...(outcome.source ? { source: outcome.source } : {}),
+        },
+        { code: outcome.failed, message: outcome.reason },
+      );
       return saved.status === "failed"
-        ? ({ status: "failed", failure_code: outcome.failed } as const)
+        ? ({ status: "failed", failure_code: outcome.failed, reason: outcome.reason } as const)
         : ({ status: "skipped" } as const);
     }).pipe(
       Effect.catchTag("StorageError", (e) => Effect.fail(jobFailed(e.message, e))),

@@ -21,6 +21,7 @@ import {
   Unauthorized,
   UploadInProgress,
 } from "../errors.js";
+import type { PartChecksums } from "../ports/media-processor.js";
 import type { ByteStream, MultipartRef, ObjectStore } from "../ports/object-store.js";
 import type { Requests } from "../schema/index.js";
 import type { VodPorts } from "../tokens.js";
@@ -57,13 +58,34 @@ const view = (session: UploadSession, now: number) => ({
   completed_at: session.completed_at,
 });
 
+/**
+ * The part sha256s a completed upload kept for processing to check (the store could not), or
+ * undefined when there are none.
+ */
+export const declaredPartSha256 = (
+  storage: VodPorts["storage"],
+  tenantId: string,
+  uploadId: string | undefined,
+): Effect.Effect<PartChecksums | undefined, StorageError> =>
+  uploadId === undefined
+    ? Effect.succeed(undefined)
+    : Effect.map(storage.uploads.get(tenantId, uploadId), (found) => {
+        if (Option.isNone(found)) return undefined;
+        const sha256 = new Map(
+          (found.value.completed_parts ?? []).flatMap(({ number, sha256 }) =>
+            sha256 === undefined ? [] : [[number, sha256] as const],
+          ),
+        );
+        return sha256.size === 0 ? undefined : { partSize: found.value.part_size, sha256 };
+      });
+
 export const makeUploads = (ports: VodPorts, config: VodConfig, tenantIsActive: TenantIsActive) => {
   const { clock, ids, storage } = ports;
   const store: ObjectStore = ports.objectStore;
   const recordEvent = eventRecorder(ports);
-  if (!store.partUploadUrl && !store.receivePart)
+  if (!store.partUploadUrls && !store.receivePart)
     throw new Error(
-      "the object store must either sign part URLs (partUploadUrl) or receive parts (receivePart)",
+      "the object store must either sign part URLs (partUploadUrls) or receive parts (receivePart)",
     );
 
   // Part URLs of the media app carry the tenant, the expiry and an HMAC binding both to the
@@ -71,30 +93,31 @@ export const makeUploads = (ports: VodPorts, config: VodConfig, tenantIsActive: 
   const signature = (tenantId: string, uploadId: string, n: number, expiresSec: number) =>
     hmacBase64Url(config.uploadUrlSecret, `part-url\n${tenantId}\n${uploadId}\n${n}\n${expiresSec}`);
 
-  const partUrl = (session: UploadSession, n: number): Effect.Effect<string, StorageError> => {
-    if (store.partUploadUrl)
-      return store.partUploadUrl(
-        refOf(session),
-        { number: n, size: expectedPartSize(session, n) },
-        session.expires_at,
-      );
+  const mediaAppUrl = (session: UploadSession, n: number) => {
     const e = Math.floor(session.expires_at / 1000);
     const query = new URLSearchParams({
       t: session.tenant_id,
       e: String(e),
       s: signature(session.tenant_id, session.id, n, e),
     });
-    return Effect.succeed(
-      `${config.mediaUrl}/v1/uploads/${encodeURIComponent(session.id)}/parts/${n}?${query}`,
-    );
+    return `${config.mediaUrl}/v1/uploads/${encodeURIComponent(session.id)}/parts/${n}?${query}`;
   };
 
-  // A store's signatures may be remote calls (IAM signBlob) or work off the main thread: several
-  // at once. The media app's HMAC is synchronous, and unchanged by it.
-  const partUrls = (session: UploadSession, numbers: ReadonlyArray<number>) =>
-    Effect.forEach(numbers, (number) => Effect.map(partUrl(session, number), (url) => ({ number, url })), {
-      concurrency: 8,
-    });
+  // A store signs the whole batch at once (a signing key or credentials fetched once for all).
+  const partUrls = (
+    session: UploadSession,
+    numbers: ReadonlyArray<number>,
+  ): Effect.Effect<ReadonlyArray<{ number: number; url: string }>, StorageError> =>
+    store.partUploadUrls
+      ? Effect.map(
+          store.partUploadUrls(
+            refOf(session),
+            numbers.map((number) => ({ number, size: expectedPartSize(session, number) })),
+            session.expires_at,
+          ),
+          (urls) => numbers.map((number, i) => ({ number, url: urls[i]! })),
+        )
+      : Effect.succeed(numbers.map((number) => ({ number, url: mediaAppUrl(session, number) })));
 
   /** A session past its expiry is closed as expired, and its parts removed, when it is next seen. */
   const settleExpiry = (session: UploadSession) =>
@@ -153,7 +176,8 @@ export const makeUploads = (ports: VodPorts, config: VodConfig, tenantIsActive: 
       const status = uploadStatus(session, now);
       let uploaded: ReadonlyArray<UploadedPart> = [];
       let missing: ReadonlyArray<{ number: number; url: string }> = [];
-      if (status === "completed") uploaded = session.completed_parts ?? [];
+      if (status === "completed")
+        uploaded = (session.completed_parts ?? []).map(({ number, size, etag }) => ({ number, size, etag }));
       if (status === "created") {
         const stored = yield* store.listParts(refOf(session));
         uploaded = stored.map(({ number, size, etag }) => ({ number, size, etag }));
@@ -316,7 +340,12 @@ export const makeUploads = (ports: VodPorts, config: VodConfig, tenantIsActive: 
           }),
         );
       }
-      const completedParts = parts.map(({ number, size, etag }) => ({ number, size, etag }));
+      // Part sha256s nothing could check yet are kept for processing, which reads the bytes.
+      const declared = assembled.sha256 === null ? unchecked : new Map<number, string>();
+      const completedParts = parts.map(({ number, size, etag }) => {
+        const sha256 = declared.get(number);
+        return sha256 === undefined ? { number, size, etag } : { number, size, etag, sha256 };
+      });
       // Session, asset and processing job commit together: no completed upload without its job.
       const won = yield* storage.transaction((tx) =>
         Effect.gen(function* () {
@@ -345,6 +374,7 @@ export const makeUploads = (ports: VodPorts, config: VodConfig, tenantIsActive: 
           yield* tx.jobs.enqueue("process-asset", {
             tenant_id: session.tenant_id,
             asset_id: session.asset_id,
+            upload_id: session.id,
           });
           return true;
         }),

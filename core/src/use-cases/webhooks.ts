@@ -1,6 +1,6 @@
 import { Effect, Option, Schema } from "effect";
 import type { VodConfig } from "../config.js";
-import type { Asset } from "../domain/asset.js";
+import type { Asset, FailureCode } from "../domain/asset.js";
 import type { UploadSession } from "../domain/upload-session.js";
 import {
   afterAttempt,
@@ -25,10 +25,14 @@ type CreateInput = typeof Requests.CreateWebhookBody.Type;
 export const MAX_LISTED_WEBHOOKS = 100;
 export const MAX_LISTED_DELIVERIES = 100;
 
-/** What an event carries: the asset as the API shows it, and for upload events the session. */
+/**
+ * What an event carries: the asset as the API shows it, for upload events the session, and for
+ * asset.failed why (`failure`: its code and a message, naming the part when a part's bytes differ).
+ */
 export interface EventData {
   readonly asset: Asset;
   readonly upload?: UploadSession;
+  readonly failure?: { readonly code: FailureCode; readonly message: string };
 }
 
 const encodeAsset = Schema.encodeSync(Rs.Asset);
@@ -63,7 +67,7 @@ export const eventRecorder =
         tenant_id: tenantId,
         data: data.upload
           ? { upload: encodeUpload(data.upload), asset: encodeAsset(data.asset) }
-          : { asset: encodeAsset(data.asset) },
+          : { asset: encodeAsset(data.asset), ...(data.failure ? { failure: data.failure } : {}) },
       });
       for (const webhook of webhooks) {
         const delivery: WebhookDelivery = {

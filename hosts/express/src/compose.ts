@@ -131,6 +131,7 @@ const openObjectStore = ({ objects, dataDir }: HostConfig): ObjectStore => {
       prefix: objects.gcs.prefix,
       apiEndpoint: objects.gcs.apiEndpoint,
       delivery: objects.gcs.delivery,
+      hmacKey: objects.gcs.hmacKey,
     });
   return filesystemObjectStore({ root: resolve(objects.dir ?? resolve(dataDir, "objects")) });
 };

@@ -182,6 +182,8 @@ const Env = Schema.Struct({
   VOD_GCS_DELIVERY: Schema.optionalWith(Schema.Literal("proxy", "redirect"), {
     default: () => "proxy" as const,
   }),
+  VOD_GCS_HMAC_ACCESS_ID: opt(Schema.String.pipe(Schema.minLength(1))),
+  VOD_GCS_HMAC_SECRET: opt(Schema.String.pipe(Schema.minLength(1))),
   VOD_UPLOAD_URL_SECRET: opt(
     Schema.String.pipe(Schema.minLength(32, { message: () => "must be at least 32 characters" })),
   ),
@@ -306,6 +308,8 @@ export interface HostConfig {
       readonly prefix?: string | undefined;
       readonly apiEndpoint?: string | undefined;
       readonly delivery: "proxy" | "redirect";
+      /** The service account's HMAC key: part and delivery URLs are signed with it. */
+      readonly hmacKey?: { readonly accessId: string; readonly secret: string } | undefined;
     };
     /** Key of part upload URL signatures; when absent it lives in dataDir. */
     readonly uploadUrlSecret?: string | undefined;
@@ -387,6 +391,10 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     throw new ConfigError(
       "invalid configuration:\n  VOD_DRM_FAIRPLAY_LICENSE_URL, VOD_DRM_FAIRPLAY_CERTIFICATE_URL: set both or neither",
     );
+  if (!e.VOD_GCS_HMAC_ACCESS_ID !== !e.VOD_GCS_HMAC_SECRET)
+    throw new ConfigError(
+      "invalid configuration:\n  VOD_GCS_HMAC_ACCESS_ID, VOD_GCS_HMAC_SECRET: set both or neither",
+    );
   if (e.VOD_OBJECT_STORE === "gcs" && !e.VOD_GCS_BUCKET)
     throw new ConfigError("invalid configuration:\n  VOD_GCS_BUCKET: required with VOD_OBJECT_STORE=gcs");
   if (e.VOD_SMTP_URL && !e.VOD_MAIL_FROM)
@@ -430,6 +438,10 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
         prefix: e.VOD_GCS_PREFIX,
         apiEndpoint: e.VOD_GCS_API_ENDPOINT,
         delivery: e.VOD_GCS_DELIVERY,
+        hmacKey:
+          e.VOD_GCS_HMAC_ACCESS_ID && e.VOD_GCS_HMAC_SECRET
+            ? { accessId: e.VOD_GCS_HMAC_ACCESS_ID, secret: e.VOD_GCS_HMAC_SECRET }
+            : undefined,
       },
     },
     jobs: {

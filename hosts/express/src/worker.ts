@@ -47,7 +47,7 @@ export const startWorker = async (
             // processing_error is ours (retries exhausted); the other codes are the media's.
             else
               log[outcome.failure_code === "processing_error" ? "warn" : "info"](
-                { ...context, ms, failure_code: outcome.failure_code },
+                { ...context, ms, failure_code: outcome.failure_code, reason: outcome.reason },
                 "processing failed",
               );
           }),

@@ -153,6 +153,19 @@ describe("loadConfig: objects in a GCS bucket", () => {
       expect(attempt).toThrow(`${name}:`);
   });
 
+  it("reads the HMAC key of the service account, both halves or neither", () => {
+    const gcs = { VOD_OBJECT_STORE: "gcs", VOD_GCS_BUCKET: "vod-media" };
+    expect(
+      loadConfig({ ...gcs, VOD_GCS_HMAC_ACCESS_ID: "GOOG1EABC", VOD_GCS_HMAC_SECRET: "s3cret" }).objects.gcs
+        .hmacKey,
+    ).toEqual({ accessId: "GOOG1EABC", secret: "s3cret" });
+    expect(loadConfig(gcs).objects.gcs.hmacKey).toBeUndefined();
+    expect(() => loadConfig({ ...gcs, VOD_GCS_HMAC_ACCESS_ID: "GOOG1EABC" })).toThrow(
+      /VOD_GCS_HMAC_ACCESS_ID, VOD_GCS_HMAC_SECRET: set both or neither/,
+    );
+    expect(() => loadConfig({ ...gcs, VOD_GCS_HMAC_SECRET: "s3cret" })).toThrow(/set both or neither/);
+  });
+
   it("reads the two failed-login limits", () => {
     const config = loadConfig({
       VOD_RATE_LIMIT_LOGIN_PER_EMAIL: "50",

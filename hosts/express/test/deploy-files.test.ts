@@ -90,6 +90,8 @@ const sampleSecrets: Record<string, string> = {
   VOD_SIGNING_KEYS: "{}",
   VOD_CURSOR_SECRET: "x".repeat(44),
   VOD_UPLOAD_URL_SECRET: "y".repeat(44),
+  VOD_GCS_HMAC_ACCESS_ID: "GOOG1EXAMPLEACCESSID",
+  VOD_GCS_HMAC_SECRET: "z".repeat(40),
   VOD_DRM_MASTER_KEY: "a".repeat(64),
   VOD_METRICS_TOKEN: "m".repeat(32),
 };
@@ -155,6 +157,11 @@ describe("deploy files", () => {
       undefined,
     );
     expect(apiConfig.drm.masterKey).toBeDefined();
+    // Part URLs are signed with the HMAC key, not by IAM signBlob calls.
+    expect(apiConfig.objects.gcs.hmacKey).toEqual({
+      accessId: sampleSecrets.VOD_GCS_HMAC_ACCESS_ID,
+      secret: sampleSecrets.VOD_GCS_HMAC_SECRET,
+    });
     // Its /metrics is on the public address; the web app's pages may call it.
     expect(apiConfig.metricsToken).toBeDefined();
     expect(apiConfig.corsOrigins).toEqual(["https://app.example.com"]);

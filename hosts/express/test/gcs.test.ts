@@ -2,7 +2,13 @@ import { createHash } from "node:crypto";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createGcsTestServer, type GcsTestServer, temporarySchemas } from "@vod/contract-tests";
+import {
+  createGcsTestServer,
+  type GcsTestServer,
+  startWebhookReceiver,
+  temporarySchemas,
+  type WebhookReceiver,
+} from "@vod/contract-tests";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { describeWith } from "./suites.js";
 import { call, freePort, makeVideo, settledAsset, signUp, startServe, stop, uploadAsset } from "./support.js";
@@ -30,17 +36,27 @@ const firstSegment = async (manifest: string) => {
 // the worker reads the source from it and writes the renditions back, the media app serves them.
 describe("the host on a GCS bucket", () => {
   let server: GcsTestServer;
+  let receiver: WebhookReceiver;
   let dataDir: string;
   let source: Buffer;
+  /** The clip followed by a 9 MiB `free` box, which players skip: a source of two 8 MiB parts. */
+  let twoParts: Buffer;
   beforeAll(async () => {
     server = await createGcsTestServer();
+    receiver = await startWebhookReceiver();
     dataDir = await mkdtemp(join(tmpdir(), "vod-gcs-"));
     const file = join(dataDir, "source.mp4");
     await makeVideo(file, { width: 320, height: 180, seconds: 2, fps: 30 });
     source = await readFile(file);
+    const free = Buffer.alloc(9 * 1024 * 1024);
+    free.writeUInt32BE(free.byteLength, 0);
+    free.write("free", 4, "latin1");
+    for (let i = 8; i < free.byteLength; i += 4096) free.writeUInt32BE(i, i);
+    twoParts = Buffer.concat([source, free]);
   }, 60_000);
   afterAll(async () => {
     await server?.close();
+    await receiver?.close();
     if (dataDir) await rm(dataDir, { recursive: true, force: true });
   });
 
@@ -64,6 +80,10 @@ describe("the host on a GCS bucket", () => {
           VOD_DATA_DIR: join(dataDir, "embedded"),
           VOD_GCS_PREFIX: "embedded/",
           VOD_GCS_DELIVERY: "redirect",
+          // Part and redirect URLs signed with the service account's HMAC key.
+          VOD_GCS_HMAC_ACCESS_ID: server.hmacKey.accessId,
+          VOD_GCS_HMAC_SECRET: server.hmacKey.secret,
+          VOD_WEBHOOKS_ALLOW_PRIVATE: "true",
         }),
         await freePort(),
       );
@@ -127,6 +147,70 @@ describe("the host on a GCS bucket", () => {
       });
       expect(await server.backdoor.objects(`embedded/renditions/${tenantId}/${assetId}/`)).toEqual([]);
     }, 120_000);
+
+    it("checks each part's declared sha256 while the worker reads the source: right ones reach ready", async () => {
+      expect(twoParts.byteLength).toBeGreaterThan(8 * 1024 * 1024);
+      const { assetId } = await uploadAsset(host.url, auth, twoParts, "two parts", {
+        completeParts: (parts) => parts.map(({ number, bytes }) => ({ number, sha256: sha256(bytes) })),
+      });
+      expect(await settledAsset(host.url, auth, assetId)).toMatchObject({
+        status: "ready",
+        failure_code: null,
+      });
+    }, 120_000);
+
+    it("fails the asset with checksum_mismatch naming the part whose bytes differ from its declared sha256", async () => {
+      const path = "/hook/part-sha256";
+      const hook = await call(host.url, "/v1/webhooks", {
+        headers: auth,
+        body: { url: `${receiver.url}${path}`, events: ["asset.failed"] },
+      });
+      expect(hook.status).toBe(201);
+      const { assetId } = await uploadAsset(host.url, auth, twoParts, "two parts", {
+        // Part 2 declared with part 1's hash: completion takes it (a bucket cannot hash), the worker not.
+        completeParts: (parts) => parts.map(({ number }) => ({ number, sha256: sha256(parts[0]!.bytes) })),
+      });
+      const asset = await settledAsset(host.url, auth, assetId);
+      expect(asset).toMatchObject({ status: "failed", failure_code: "checksum_mismatch" });
+      expect(await server.backdoor.objects(`embedded/renditions/${tenantId}/${assetId}/`)).toEqual([]);
+      const [delivered] = await receiver.waitFor(path, 1);
+      const event = JSON.parse(delivered!.body);
+      expect(event).toMatchObject({
+        type: "asset.failed",
+        data: {
+          asset: { id: assetId, status: "failed", failure_code: "checksum_mismatch" },
+          failure: { code: "checksum_mismatch", message: expect.stringMatching(/\bpart 2\b/) },
+        },
+      });
+      expect(event.data.failure.message).not.toMatch(/\bpart 1\b/);
+      const logged = host
+        .output()
+        .split("\n")
+        .filter((line) => line.includes(assetId) && line.includes('"processing failed"'));
+      expect(logged).toHaveLength(1);
+      expect(JSON.parse(logged[0]!)).toMatchObject({
+        failure_code: "checksum_mismatch",
+        reason: expect.stringMatching(/\bpart 2\b/),
+      });
+    }, 120_000);
+
+    it("answers a 100 GiB upload's start with every part URL, signed with the HMAC key", async () => {
+      const asset = await call(host.url, "/v1/assets", { headers: auth, body: { title: "huge" } });
+      const started = await call(host.url, "/v1/uploads", {
+        headers: auth,
+        body: { asset_id: asset.body.asset.id, size_bytes: 107_374_182_400 },
+      });
+      expect(started.status).toBe(201);
+      const { part_count, parts } = started.body.upload;
+      expect(part_count).toBe(9310);
+      expect(parts.map((p: { number: number }) => p.number)).toEqual(
+        Array.from({ length: part_count }, (_, i) => i + 1),
+      );
+      const url = new URL(parts[part_count - 1].url);
+      expect(url.searchParams.get("X-Goog-Algorithm")).toBe("GOOG4-HMAC-SHA256");
+      expect(url.searchParams.get("X-Goog-Credential")).toMatch(new RegExp(`^${server.hmacKey.accessId}/`));
+      expect(url.searchParams.get("partNumber")).toBe(String(part_count));
+    }, 60_000);
   });
 
   describeWith(["database"], "server storage, segments proxied by the media app", ({ databaseUrl }) => {

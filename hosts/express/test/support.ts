@@ -205,7 +205,12 @@ export const uploadAsset = async (
   auth: Record<string, string>,
   bytes: Uint8Array,
   title = "clip",
-  options: { readonly drm?: boolean; readonly sha256?: string } = {},
+  options: {
+    readonly drm?: boolean;
+    readonly sha256?: string;
+    /** The `parts` list of the completion, from each part's bytes; default none. */
+    readonly completeParts?: (parts: ReadonlyArray<{ number: number; bytes: Uint8Array }>) => unknown[];
+  } = {},
 ) => {
   const { drm, sha256 } = options;
   const created = await call(url, "/v1/assets", { body: { title, drm }, headers: auth });
@@ -220,12 +225,18 @@ export const uploadAsset = async (
     part_size: number;
     parts: Array<{ number: number; url: string }>;
   };
+  const bodies = parts.map((part) => ({
+    number: part.number,
+    bytes: bytes.subarray((part.number - 1) * part_size, part.number * part_size),
+  }));
   for (const part of parts) {
-    const body = bytes.subarray((part.number - 1) * part_size, part.number * part_size);
-    const put = await fetch(part.url, { method: "PUT", body });
+    const put = await fetch(part.url, { method: "PUT", body: bodies[part.number - 1]!.bytes });
     if (put.status !== 200) throw new Error(`part ${part.number}: ${put.status} ${await put.text()}`);
   }
-  const completed = await call(url, `/v1/uploads/${id}/complete`, { body: {}, headers: auth });
+  const completed = await call(url, `/v1/uploads/${id}/complete`, {
+    body: options.completeParts ? { parts: options.completeParts(bodies) } : {},
+    headers: auth,
+  });
   if (completed.status !== 200)
     throw new Error(`complete: ${completed.status} ${JSON.stringify(completed.body)}`);
   return { assetId, uploadId: id, tenantId: completed.body.asset.tenant_id as string | undefined };
