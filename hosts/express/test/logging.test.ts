@@ -7,23 +7,37 @@ import { suiteName, temporarySchemas, testServices } from "@vod/contract-tests";
 import { createLogger, loadConfig, loggedPath, startHost } from "@vod/host-express";
 import { afterAll, describe, expect, it } from "vitest";
 
+/** A logger whose lines the test reads: as written (`text`) and parsed (`lines`). */
+const capturedLog = () => {
+  let text = "";
+  const sink = new Writable({
+    write(chunk, _enc, done) {
+      text += chunk;
+      done();
+    },
+  });
+  return {
+    logger: createLogger("info", sink),
+    text: () => text,
+    lines: <L = Record<string, unknown>>() =>
+      text
+        .split("\n")
+        .filter((line) => line !== "")
+        .map((line) => JSON.parse(line) as L),
+  };
+};
+
 it("keeps playback tokens out of logged paths", () => {
   expect(loggedPath("/v1/play/v1.aaa.bbb.ccc/720p/3.m4s")).toBe("/v1/play/[token]/720p/3.m4s");
   expect(loggedPath("/v1/assets/ast_1")).toBe("/v1/assets/ast_1");
 });
 
 it("writes no credential of a request into the log", async () => {
-  let lines = "";
-  const sinkStream = new Writable({
-    write(chunk, _enc, done) {
-      lines += chunk;
-      done();
-    },
-  });
+  const log = capturedLog();
   const dir = await mkdtemp(join(tmpdir(), "vod-log-"));
   const host = await startHost(loadConfig({ PORT: "0", VOD_HOST: "127.0.0.1", VOD_DATA_DIR: dir }), {
     storage: memoryStorage(),
-    logger: createLogger("info", sinkStream),
+    logger: log.logger,
   });
   try {
     const password = "secret horse battery";
@@ -42,8 +56,8 @@ it("writes no credential of a request into the log", async () => {
       headers: { "x-api-key": "vod_AAAAAAAA_secret" },
     });
     await new Promise((r) => setTimeout(r, 50));
-    expect(lines).toContain('"path":"/v1/auth/signup"');
-    expect(lines).toContain('"path":"/v1/play/[token]/master.m3u8"');
+    expect(log.text()).toContain('"path":"/v1/auth/signup"');
+    expect(log.text()).toContain('"path":"/v1/play/[token]/master.m3u8"');
     for (const secret of [
       password,
       access_token,
@@ -51,7 +65,7 @@ it("writes no credential of a request into the log", async () => {
       "v1.forged.token.here",
       "vod_AAAAAAAA_secret",
     ])
-      expect(lines).not.toContain(secret);
+      expect(log.text()).not.toContain(secret);
   } finally {
     await host.close(1_000);
     await rm(dir, { recursive: true, force: true });
@@ -60,25 +74,16 @@ it("writes no credential of a request into the log", async () => {
 
 it("warns at start, naming the build and how to install ffmpeg, when only the npm-shipped ffmpeg is found", async () => {
   const startLog = async (toolSearchPath: string) => {
-    let lines = "";
-    const sinkStream = new Writable({
-      write(chunk, _enc, done) {
-        lines += chunk;
-        done();
-      },
-    });
+    const log = capturedLog();
     const dir = await mkdtemp(join(tmpdir(), "vod-log-"));
     const host = await startHost(loadConfig({ PORT: "0", VOD_HOST: "127.0.0.1", VOD_DATA_DIR: dir }), {
       storage: memoryStorage(),
-      logger: createLogger("info", sinkStream),
+      logger: log.logger,
       toolSearchPath,
     });
     await host.close(1_000);
     await rm(dir, { recursive: true, force: true });
-    return lines
-      .trim()
-      .split("\n")
-      .map((line) => JSON.parse(line) as { level: number; msg: string; ffmpeg?: string });
+    return log.lines<{ level: number; msg: string; ffmpeg?: string }>();
   };
 
   // No ffmpeg on the search path: the installer packages' binaries are what is left.
@@ -108,18 +113,12 @@ it("warns at start, naming the build and how to install ffmpeg, when only the np
 });
 
 it("writes account mail to the log at info when no VOD_SMTP_URL is set; its link works", async () => {
-  const lines: Array<Record<string, unknown>> = [];
-  const sinkStream = new Writable({
-    write(chunk, _enc, done) {
-      for (const line of String(chunk).split("\n")) if (line) lines.push(JSON.parse(line));
-      done();
-    },
-  });
+  const log = capturedLog();
   const dir = await mkdtemp(join(tmpdir(), "vod-log-"));
   const storage = memoryStorage();
   const host = await startHost(
     loadConfig({ PORT: "0", VOD_HOST: "127.0.0.1", VOD_DATA_DIR: dir, VOD_WORKER_CONCURRENCY: "1" }),
-    { storage, jobQueue: memoryJobQueue(storage), logger: createLogger("info", sinkStream) },
+    { storage, jobQueue: memoryJobQueue(storage), logger: log.logger },
   );
   try {
     const email = `log-mail-${Date.now()}@example.com`;
@@ -134,7 +133,7 @@ it("writes account mail to the log at info when no VOD_SMTP_URL is set; its link
     const end = Date.now() + 10_000;
     let mail: Record<string, unknown> | undefined;
     while (!mail && Date.now() < end) {
-      mail = lines.find((l) => l.to === email);
+      mail = log.lines().find((l) => l.to === email);
       if (!mail) await new Promise((r) => setTimeout(r, 20));
     }
     expect(mail).toMatchObject({ level: 30, subject: "Reset your password" });
@@ -142,7 +141,7 @@ it("writes account mail to the log at info when no VOD_SMTP_URL is set; its link
     expect(token).toBeDefined();
     const reset = await post("/v1/auth/password/reset", { token, new_password: "another horse battery" });
     expect(reset.status).toBe(204);
-    expect(JSON.stringify(lines)).not.toContain("another horse battery");
+    expect(log.text()).not.toContain("another horse battery");
   } finally {
     await host.close(1_000);
     await rm(dir, { recursive: true, force: true });
@@ -163,13 +162,7 @@ describe.skipIf(databaseUrl === null)(
     afterAll(() => schemas.dropAll());
 
     it("sends nothing, warns at start, and logs the failed mail at error with no link in any line", async () => {
-      const lines: Array<Record<string, unknown>> = [];
-      const sinkStream = new Writable({
-        write(chunk, _enc, done) {
-          for (const line of String(chunk).split("\n")) if (line) lines.push(JSON.parse(line));
-          done();
-        },
-      });
+      const log = capturedLog();
       const dir = await mkdtemp(join(tmpdir(), "vod-log-"));
       const host = await startHost(
         loadConfig({
@@ -181,10 +174,10 @@ describe.skipIf(databaseUrl === null)(
           VOD_WORKER_CONCURRENCY: "1",
           VOD_JOB_MAX_ATTEMPTS: "1",
         }),
-        { logger: createLogger("info", sinkStream) },
+        { logger: log.logger },
       );
       try {
-        expect(lines.find((l) => String(l.msg).includes("VOD_SMTP_URL is not set"))).toMatchObject({
+        expect(log.lines().find((l) => String(l.msg).includes("VOD_SMTP_URL is not set"))).toMatchObject({
           level: 40,
         });
         const email = `log-nomail-${Date.now()}@example.com`;
@@ -197,13 +190,13 @@ describe.skipIf(databaseUrl === null)(
         expect((await post("/v1/auth/signup", { email, password: "secret horse battery" })).status).toBe(201);
         expect((await post("/v1/auth/password/forgot", { email })).status).toBe(202);
         const end = Date.now() + 15_000;
-        while (!lines.some((l) => l.msg === "account mail not sent; no attempt left") && Date.now() < end)
-          await new Promise((r) => setTimeout(r, 50));
-        expect(lines.find((l) => l.msg === "account mail not sent; no attempt left")).toMatchObject({
+        const failed = () => log.lines().find((l) => l.msg === "account mail not sent; no attempt left");
+        while (!failed() && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+        expect(failed()).toMatchObject({
           level: 50,
           purpose: "reset_password",
         });
-        expect(JSON.stringify(lines)).not.toMatch(/#token=/);
+        expect(log.text()).not.toMatch(/#token=/);
       } finally {
         await host.close(1_000);
         await rm(dir, { recursive: true, force: true });
