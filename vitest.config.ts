@@ -33,7 +33,7 @@ export default defineConfig({
     },
   },
   test: {
-    include: ["{core,adapters/*,hosts/*,contract-tests,examples/*}/test/**/*.test.ts"],
+    include: ["{core,adapters/*,hosts/*,contract-tests,examples/*}/test/**/*.test.ts", "test/**/*.test.ts"],
     globalSetup: ["contract-tests/src/global-setup.ts"],
     reporters: ["default", "./scripts/summary-reporter.ts"],
     testTimeout: 20_000,
