@@ -24,7 +24,7 @@ RUN npm ci --no-audit --no-fund
 # benchmarks are not compiled.
 RUN npx tsc -b hosts/express
 # The runtime needs core, the adapters and the host. The other workspaces (contract-tests,
-# examples, bench) are dropped from the workspace list before pruning, so that their own
+# test-services, examples, bench) are dropped from the workspace list before pruning, so that their own
 # dependencies (testcontainers, vitest, ...) leave with the dev dependencies. The ffmpeg/ffprobe
 # installer packages (optional, ~140 MB, a 2018 build) are removed too: untrusted uploads are
 # decoded by Debian's ffmpeg, which VOD_FFMPEG_PATH / VOD_FFPROBE_PATH below name; a path set

@@ -33,7 +33,7 @@ const log = (message) => process.stderr.write(`[forgot-timing] ${message}\n`);
 
 const tag = `${process.pid}_${Date.now().toString(36)}`;
 const schema = `vod_bench_forgot_${tag}`;
-const { startSmtpTestServer } = await fromRepo("contract-tests", "dist/smtp-test-server.js");
+const { startSmtpTestServer } = await fromRepo("test-services", "dist/smtp-test-server.js");
 const smtp = await startSmtpTestServer();
 const {
   dir: scratch,

@@ -32,7 +32,7 @@ const log = (line) => process.stderr.write(`${line}\n`);
 
 const { dir, track, cleanup } = await benchScratch({ dirPrefix: "vod-bench-gcs-start-", log });
 try {
-  const server = track(spawnNode([join(repo, "contract-tests/bin/gcs-test-server.mjs")]));
+  const server = track(spawnNode([join(repo, "test-services/bin/gcs-test-server.mjs")]));
   const bucket = JSON.parse((await server.waitFor(/^\{.*\}$/m))[0]);
   const gcsEnv = {
     VOD_OBJECT_STORE: "gcs",

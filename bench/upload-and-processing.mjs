@@ -334,7 +334,7 @@ const vodServer = async () => {
  * not the host's), and the object store of the gcs adapter on it, to empty it between rounds.
  */
 const gcsBucket = async () => {
-  const server = track(spawnNode([join(repo, "contract-tests/bin/gcs-test-server.mjs")]));
+  const server = track(spawnNode([join(repo, "test-services/bin/gcs-test-server.mjs")]));
   const { endpoint, bucket, credentials } = JSON.parse((await server.waitFor(/^\{.*\}$/m))[0]);
   const { gcsObjectStore } = await fromRepo("adapters/gcs");
   const store = gcsObjectStore({

@@ -1,7 +1,7 @@
 import type { IdentityVerifier, PlaybackUnavailable, Unauthorized, VerifiedIdentity } from "@vod/core";
+import type { FakeGoogle } from "@vod/test-services";
 import { Effect, Either } from "effect";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { FakeGoogle } from "./fake-google.js";
 
 export interface IdentityVerifierSubject {
   /** A verifier configured with `google.clientId` and `google.certsUrl`. */

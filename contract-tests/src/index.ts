@@ -1,8 +1,6 @@
 export type * from "./backdoor.js";
-export * from "./fake-google.js";
 export * from "./fixtures.js";
 export * from "./fuzz/index.js";
-export * from "./gcs-test-server/index.js";
 export * from "./http/index.js";
 export * from "./identity-verifier.js";
 export * from "./job-queue.js";
@@ -12,7 +10,6 @@ export * from "./rate-limiter.js";
 export * from "./revocation-store.js";
 export * from "./schemas.js";
 export * from "./services.js";
-export * from "./smtp-test-server.js";
 export * from "./storage.js";
 export * from "./telemetry-sink.js";
 export * from "./token-signer.js";

@@ -3,6 +3,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { filesystemBackdoor } from "@vod/adapter-filesystem/testing";
+import { gcsTestBackdoor } from "@vod/adapter-gcs/testing";
 import {
   type ManualClock,
   manualClock,
@@ -25,22 +26,23 @@ import {
 import { postgresBackdoor, postgresTelemetryBackdoor } from "@vod/adapter-postgres/testing";
 import { redisBackdoor } from "@vod/adapter-redis/testing";
 import {
-  createGcsTestServer,
   fakeMediaProcessor,
-  type GcsTestServer,
   type HttpSubject,
   type MakeHttpSubject,
-  startFakeGoogle,
-  startSmtpTestServer,
   temporarySchemas,
   testHostEnv,
   uid,
 } from "@vod/contract-tests";
 import type { ObjectStore } from "@vod/core";
 import { type HostConfig, loadConfig, openDatabase, type RunningHost, startHost } from "@vod/host-express";
+import {
+  createGcsTestServer,
+  type GcsTestServer,
+  startFakeGoogle,
+  startSmtpTestServer,
+} from "@vod/test-services";
 import { Effect } from "effect";
 import { afterAll, beforeAll } from "vitest";
-import { gcsTestBackdoor } from "../../adapters/gcs/test/backdoor.js";
 
 /**
  * The hosts the HTTP suites run against, one maker per adapter set, so that every set's test

@@ -1,16 +1,11 @@
 import { randomBytes } from "node:crypto";
 import { Storage } from "@google-cloud/storage";
 import { gcsObjectStore } from "@vod/adapter-gcs";
-import {
-  createGcsTestServer,
-  describeObjectStore,
-  type GcsTestServer,
-  suiteName,
-  uid,
-} from "@vod/contract-tests";
+import { gcsTestBackdoor } from "@vod/adapter-gcs/testing";
+import { describeObjectStore, suiteName, uid } from "@vod/contract-tests";
+import { createGcsTestServer, type GcsTestServer } from "@vod/test-services";
 import { Effect } from "effect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { gcsTestBackdoor } from "./backdoor.js";
 
 const capabilities = {
   receivePart: false,

@@ -1,5 +1,6 @@
 import { googleIdentityVerifier } from "@vod/adapter-google-identity";
-import { describeIdentityVerifier, startFakeGoogle } from "@vod/contract-tests";
+import { describeIdentityVerifier } from "@vod/contract-tests";
+import { startFakeGoogle } from "@vod/test-services";
 
 describeIdentityVerifier("google-identity", async () => {
   const google = await startFakeGoogle();

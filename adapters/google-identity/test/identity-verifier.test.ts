@@ -1,8 +1,8 @@
 import { createServer, type RequestListener } from "node:http";
 import type { AddressInfo } from "node:net";
 import { googleIdentityVerifier } from "@vod/adapter-google-identity";
-import { type FakeGoogle, startFakeGoogle } from "@vod/contract-tests";
 import type { IdentityVerifier } from "@vod/core";
+import { type FakeGoogle, startFakeGoogle } from "@vod/test-services";
 import { Effect, Either } from "effect";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 

@@ -1,5 +1,6 @@
 import type * as Core from "@vod/core";
 import type { Queryable } from "./sql.js";
+import { COLUMNS } from "./telemetry-sink.js";
 
 /** Raw SQL reads of what the adapter stored, in the shape of `@vod/contract-tests`' StorageBackdoor. */
 export const postgresBackdoor = (sql: Queryable & { readonly schema?: string | undefined }) => {
@@ -93,3 +94,19 @@ export const postgresBackdoor = (sql: Queryable & { readonly schema?: string | u
     },
   };
 };
+
+interface TelemetryRow extends Omit<Core.TelemetryEvent, "extra"> {
+  readonly extra: string;
+}
+
+/** Raw reads of telemetry_events, for tests: a session's events in the order they were stored. */
+export const postgresTelemetryBackdoor = (db: Queryable) => ({
+  events: async (sessionId: string): Promise<Core.TelemetryEvent[]> => {
+    const { rows } = await db.query<TelemetryRow>(
+      `SELECT ${COLUMNS.map(([name]) => (name === "extra" ? "extra::text AS extra" : name)).join(", ")}
+       FROM telemetry_events WHERE session_id = $1 ORDER BY id`,
+      [sessionId],
+    );
+    return rows.map((row) => ({ ...row, extra: JSON.parse(row.extra) as Core.TelemetryEvent["extra"] }));
+  },
+});

@@ -1,7 +1,8 @@
 // The embedded database's own process: PGlite on one data directory, driven by the host over IPC
 // (see pglite-process.ts for the protocol). It ends only when the host closes it or goes away, so
 // that no orphan keeps the data directory open.
-import { createPglite, type PgliteOptions, pgliteSession, type Queryable, type SessionScope } from "./sql.js";
+import { createPglite, type PgliteOptions, pgliteSession } from "./pglite-session.js";
+import type { Queryable, SessionScope } from "./sql.js";
 
 export type Request =
   | {

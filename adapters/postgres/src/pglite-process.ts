@@ -1,16 +1,11 @@
 import { type ChildProcess, fork } from "node:child_process";
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
+import { initdbApart } from "./initdb.js";
 import type { Reply, Request } from "./pglite-child.js";
+import type { PgliteOptions } from "./pglite-session.js";
 import { type RowArrays, rowObjects } from "./row-forms.js";
-import {
-  initdbApart,
-  type PgliteOptions,
-  type Queryable,
-  type QueryResult,
-  type SessionScope,
-  type SqlDatabase,
-} from "./sql.js";
+import type { Queryable, QueryResult, SessionScope, SqlDatabase } from "./sql.js";
 
 /** Distributive Omit: `id` is added when a request is sent. */
 type Unsent = Request extends infer R ? (R extends Request ? Omit<R, "id"> : never) : never;

@@ -1,6 +1,6 @@
 import { StorageError, type TelemetryEvent, type TelemetrySink } from "@vod/core";
 import { Effect } from "effect";
-import type { Queryable, SqlDatabase } from "./sql.js";
+import type { SqlDatabase } from "./sql.js";
 import { standaloneScoped, telemetryScope } from "./tenancy.js";
 
 export interface PostgresTelemetrySinkOptions {
@@ -19,7 +19,7 @@ interface Pending {
 }
 
 /** The columns of telemetry_events, named as the event's fields, with the type of each array. */
-const COLUMNS = [
+export const COLUMNS = [
   ["tenant_id", "text"],
   ["session_id", "text"],
   ["asset_id", "text"],
@@ -148,19 +148,3 @@ export const postgresTelemetrySink = (
           ),
   };
 };
-
-interface TelemetryRow extends Omit<TelemetryEvent, "extra"> {
-  readonly extra: string;
-}
-
-/** Raw reads of telemetry_events, for tests: a session's events in the order they were stored. */
-export const postgresTelemetryBackdoor = (db: Queryable) => ({
-  events: async (sessionId: string): Promise<TelemetryEvent[]> => {
-    const { rows } = await db.query<TelemetryRow>(
-      `SELECT ${COLUMNS.map(([name]) => (name === "extra" ? "extra::text AS extra" : name)).join(", ")}
-       FROM telemetry_events WHERE session_id = $1 ORDER BY id`,
-      [sessionId],
-    );
-    return rows.map((row) => ({ ...row, extra: JSON.parse(row.extra) as TelemetryEvent["extra"] }));
-  },
-});

@@ -1,6 +1,6 @@
 import { createServer } from "node:net";
 import { logMailer, smtpMailer } from "@vod/adapter-smtp";
-import { type SmtpTestServer, startSmtpTestServer } from "@vod/contract-tests";
+import { type SmtpTestServer, startSmtpTestServer } from "@vod/test-services";
 import { Effect, Either } from "effect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 

@@ -1,10 +1,9 @@
 import { createHash, randomBytes, randomInt, randomUUID } from "node:crypto";
 import type { TelemetryEvent } from "@vod/core";
+import type { FakeGoogle, SmtpTestServer } from "@vod/test-services";
 import { afterAll, beforeAll, expect } from "vitest";
 import type { StorageBackdoor } from "../backdoor.js";
-import type { FakeGoogle } from "../fake-google.js";
 import type { ObjectStoreBackdoor } from "../object-store.js";
-import type { SmtpTestServer } from "../smtp-test-server.js";
 
 /** The clock the host under test reads: it moves only when a test moves it. */
 export interface ManualClockLike {

@@ -1,5 +1,5 @@
+import type { ReceivedMail } from "@vod/test-services";
 import { describe, expect, it } from "vitest";
-import type { ReceivedMail } from "../smtp-test-server.js";
 import {
   createApiKey,
   DAY,

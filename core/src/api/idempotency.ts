@@ -5,7 +5,7 @@ import type { Principal } from "../use-cases/authenticate.js";
 import { derivedKey, type Sealer, sealer } from "../use-cases/sealing.js";
 import { hmacBase64Url } from "../use-cases/support.js";
 import type { Vod } from "../vod.js";
-import { headerOf, type RawRequest, type Reply } from "./operation.js";
+import { headerOf, type RawRequest, type Reply } from "./request.js";
 
 /** How long a key replays its first response (DECISIONS: 24 hours). */
 export const IDEMPOTENCY_KEY_LIFETIME_MS = 24 * 60 * 60_000;

@@ -2,13 +2,8 @@ import { createHash } from "node:crypto";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import {
-  createGcsTestServer,
-  type GcsTestServer,
-  startWebhookReceiver,
-  temporarySchemas,
-  type WebhookReceiver,
-} from "@vod/contract-tests";
+import { startWebhookReceiver, temporarySchemas, type WebhookReceiver } from "@vod/contract-tests";
+import { createGcsTestServer, type GcsTestServer } from "@vod/test-services";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { describeWith } from "./suites.js";
 import { call, freePort, makeVideo, settledAsset, signUp, startServe, stop, uploadAsset } from "./support.js";

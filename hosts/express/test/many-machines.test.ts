@@ -4,7 +4,7 @@ import { connect } from "node:net";
 import { join } from "node:path";
 import { connectPostgres } from "@vod/adapter-postgres";
 import { redisBackdoor } from "@vod/adapter-redis/testing";
-import { createGcsTestServer, type GcsTestServer } from "@vod/contract-tests";
+import { createGcsTestServer, type GcsTestServer } from "@vod/test-services";
 import { beforeAll, expect, it } from "vitest";
 import { describeWith, suiteScratch } from "./suites.js";
 import {

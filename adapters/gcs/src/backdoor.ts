@@ -1,4 +1,18 @@
-import type { GcsTestServer, ObjectStoreBackdoor } from "@vod/contract-tests";
+// Structural, so that the adapter depends on no test package: what it reads of a
+// `@vod/test-services` GCS test server, and what it answers, `@vod/contract-tests`' ObjectStoreBackdoor.
+interface GcsTestServer {
+  readonly backdoor: {
+    read(name: string): Promise<Buffer | undefined>;
+    partBodies(uploadId: string): Promise<ReadonlyArray<{ readonly number: number; readonly bytes: Buffer }>>;
+  };
+}
+interface ObjectStoreBackdoor {
+  read(key: string): Promise<Uint8Array | undefined>;
+  exists(key: string): Promise<boolean>;
+  storedParts(
+    uploadId: string,
+  ): Promise<ReadonlyArray<{ readonly number: number; readonly bytes: Uint8Array }>>;
+}
 
 /**
  * What the GCS store really put in the test server's bucket, read around the protocol: objects by
