@@ -84,12 +84,13 @@ export type TokenCredential =
 /**
  * A success that is not the output schema's JSON:
  * - `headers`: no body, the value said by headers (described here);
- * - `file`: a file body (whole, or a range with 206), a redirect (302) or 416; HEAD answers too.
+ * - `file`: a file body of one of `mediaTypes` (whole, or a range with 206), a redirect (302),
+ *   or 416 with the error body; HEAD answers too.
  */
 export type ReplyKind =
   | { readonly kind: "json" }
   | { readonly kind: "headers"; readonly headers: Readonly<Record<string, string>> }
-  | { readonly kind: "file" };
+  | { readonly kind: "file"; readonly mediaTypes: ReadonlyArray<string> };
 
 /** CORS for routes browsers call from other origins: the headers a page may send and read. */
 export interface Cors {
