@@ -808,6 +808,8 @@ export const describePlayback = (makeSubject: MakeHttpSubject): void => {
         expectError(await license(licenceUrl, headers, "not json"), 400, "invalid_request");
         expectError(await license(licenceUrl, headers, { kids: [] }), 400, "invalid_request");
         expectError(await license(licenceUrl, headers, { type: "temporary" }), 400, "invalid_request");
+        // DECISIONS "Hostile input": an unknown field is named, not ignored.
+        expectInvalidFields(await license(licenceUrl, headers, { ...request, extra: 1 }), [["extra"]]);
         h.clock.advance(ENTITLEMENT_TTL_MS + SECOND);
         expectError(await license(licenceUrl, headers, request), 401, "unauthorized");
       });
@@ -993,6 +995,25 @@ export const describePlayback = (makeSubject: MakeHttpSubject): void => {
           JSON.stringify([token]),
         ])
           expectError(await beacon(urls.telemetry, body), 400, "invalid_request");
+      });
+
+      it("refuses an unknown field of the batch (400 naming it), while events keep theirs", async () => {
+        const h = subject();
+        const c = await catalog(h);
+        const { session: created, token, urls } = await session(h, c.clear);
+        expectInvalidFields(await beacon(urls.telemetry, { token, events: [heartbeat(1)], extra: 1 }), [
+          ["extra"],
+        ]);
+        expectInvalidFields(await beacon(urls.telemetry, { token, events: [], titel: "x", n: 2 }), [
+          ["titel"],
+          ["n"],
+        ]);
+        expect(await h.telemetryEvents(created.id)).toEqual([]);
+        const taken = await beacon(urls.telemetry, { token, events: [heartbeat(2)] });
+        expect(taken.status).toBe(204);
+        expect((await h.telemetryEvents(created.id)).map((e) => e.extra)).toStrictEqual([
+          { custom: { n: 2 } },
+        ]);
       });
 
       it("refuses a forged token (401) and an access token (403)", async () => {
