@@ -129,12 +129,12 @@ export interface Operation {
 }
 
 /**
- * Leave to the use case what the decode refuses elsewhere: unknown body fields (kept or ignored)
- * and NUL characters (a media file name with one is no file: 404; a telemetry event with one is
- * dropped, not its batch).
+ * Leave to the use case what the decode refuses elsewhere: NUL characters (a media file name
+ * with one is no file: 404; a telemetry event with one is dropped, not its batch). Unknown body
+ * fields are refused everywhere (DECISIONS "Hostile input"); a field whose schema is `unknown`
+ * (a telemetry event) keeps its keys.
  */
 export interface Lenience {
-  readonly unknownFields?: boolean;
   readonly nul?: boolean;
 }
 
@@ -264,8 +264,8 @@ const notJson = () => invalidFields([{ path: [], message: "not JSON" }], "body i
 
 /**
  * The one decode of a request's `{ params, query, body }`: a text body read as JSON, then NULs
- * and deep nesting, then the schema, unknown body fields refused (unless `lenient` says
- * otherwise). Every field that fails is named in `details.fields`.
+ * (unless `lenient` lets them through) and deep nesting, then the schema, unknown body fields
+ * refused. Every field that fails is named in `details.fields`.
  */
 export const decodeRequest = <I, IE>(
   schema: Schema.Schema<I, IE>,
@@ -283,7 +283,7 @@ export const decodeRequest = <I, IE>(
   const lenient = options.lenient;
   const hostile = hostileInput(value, lenient?.nul !== true);
   if (hostile !== undefined) return Exit.fail(hostile);
-  const target = (lenient?.unknownFields ? schema : withStrictBody(schema)) as Schema.Schema.AnyNoContext;
+  const target = withStrictBody(schema) as Schema.Schema.AnyNoContext;
   const decoded = syncDecoderOf(target)(value);
   if (Either.isRight(decoded)) return Exit.succeed(decoded.right as I);
   // A schema that cannot decode synchronously (none in the catalog today) gets Effect's own decode.
