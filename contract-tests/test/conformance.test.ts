@@ -71,7 +71,7 @@ describe("checkConformance", () => {
     expect(result.unknownRoutes).toBe(1);
   });
 
-  it("names a body off its schema, an undocumented status or type, a missing header, a refused request that succeeded", () => {
+  it("names a body off its schema, an undocumented status or type, an error code of another status, a missing header, a refused request that succeeded", () => {
     const { title: _, ...untitled } = asset;
     const result = checkConformance(doc, [
       exchange({
@@ -101,7 +101,14 @@ describe("checkConformance", () => {
         status: 416,
         headers: { "content-range": "bytes */10" },
       }),
-      exchange({ method: "GET", target: "/v1/auth/me", status: 429, headers: json, body: bytes(notFound) }),
+      exchange({
+        method: "GET",
+        target: "/v1/auth/me",
+        status: 429,
+        headers: json,
+        body: bytes({ error: "rate_limited", code: "rate_limited", message: "slow down" }),
+      }),
+      exchange({ method: "GET", target: "/v1/auth/me", status: 401, headers: json, body: bytes(notFound) }),
       exchange({
         method: "POST",
         target: "/v1/telemetry",
@@ -128,6 +135,9 @@ describe("checkConformance", () => {
       ),
       expect.stringMatching(/^GET \/v1\/play\/\{token\}\/\{path\} → 416: playFile: content type \(none\)/),
       expect.stringMatching(/^GET \/v1\/auth\/me → 429: me: the required header Retry-After is missing/),
+      expect.stringMatching(
+        /^GET \/v1\/auth\/me → 401: me: .*code must be equal to one of the allowed values/,
+      ),
       expect.stringMatching(/^POST \/v1\/telemetry → 204: telemetry took a body the document refuses/),
       expect.stringMatching(/^GET \/v1\/nope → 404: no documented operation, and not the error body/),
     ]);

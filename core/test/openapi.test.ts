@@ -1,5 +1,5 @@
 import { Validator } from "@seriousme/openapi-schema-validator";
-import { errorStatus, openApiDocument, operations } from "@vod/core";
+import { errorCode, errorStatus, openApiDocument, operations } from "@vod/core";
 import { describe, expect, it } from "vitest";
 
 interface Doc {
@@ -153,7 +153,16 @@ describe("OpenAPI document", () => {
       expect(resolve(responses["206"] ?? {}).headers).toMatchObject({ "Content-Range": { required: true } });
       expect(resolve(responses["416"] ?? {})).toMatchObject({
         headers: { "Content-Range": { required: true } },
-        content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } },
+        content: {
+          "application/json": {
+            schema: {
+              allOf: [
+                { $ref: "#/components/schemas/Error" },
+                { properties: { code: { enum: ["invalid_request"] } } },
+              ],
+            },
+          },
+        },
       });
     }
   });
@@ -209,17 +218,31 @@ describe("OpenAPI document", () => {
       "Retry-After": { required: true, schema: { type: "integer" } },
     });
     // Every documented status is one the error table answers (or a media file's answer to a
-    // range past its end), and every error body is the spec's.
-    const known = new Set([...Object.values(errorStatus).map(String), "416"]);
+    // range past its end), and every error body is the spec's, with the codes of that status.
+    const codesOf = (status: string) =>
+      status === "416"
+        ? ["invalid_request"]
+        : Object.entries(errorStatus)
+            .filter(([tag, s]) => String(s) === status && tag !== "InternalError")
+            .map(([tag]) => errorCode[tag as keyof typeof errorCode]);
     for (const methods of Object.values(doc.paths))
       for (const op of Object.values(methods))
         for (const [status, response] of Object.entries(op.responses))
           if (Number(status) >= 400) {
-            expect(known.has(status)).toBe(true);
+            const codes = codesOf(status);
+            expect(codes.length, status).toBeGreaterThan(0);
             expect(resolve(response).content).toEqual({
-              "application/json": { schema: { $ref: "#/components/schemas/Error" } },
+              "application/json": {
+                schema: {
+                  allOf: [
+                    { $ref: "#/components/schemas/Error" },
+                    { type: "object", properties: { error: { enum: codes }, code: { enum: codes } } },
+                  ],
+                },
+              },
             });
           }
+    expect(codesOf("409").sort()).toEqual(["conflict", "upload_in_progress"]);
   });
 
   it("secures API routes with a bearer token or an API key, and user-only routes with a bearer token", () => {

@@ -16,8 +16,23 @@ type Credential =
 /** A response header: its description, or that and whether every such answer carries it. */
 type Header = string | { readonly description: string; readonly required: true };
 
-/** A JSON body's schema, or the media types of a body that is not JSON. */
-type Content = Schema.Schema.AnyNoContext | { readonly mediaTypes: ReadonlyArray<string> };
+/** A JSON body's schema, the error body with one of `errorCodes`, or the media types of a body that is not JSON. */
+type Content =
+  | Schema.Schema.AnyNoContext
+  | { readonly errorCodes: ReadonlyArray<string> }
+  | { readonly mediaTypes: ReadonlyArray<string> };
+
+/** The spec's error body (part 7), its `error` and `code` one of `codes`. */
+const errorContent = (codes: ReadonlyArray<string>): Json => ({
+  "application/json": {
+    schema: {
+      allOf: [
+        { $ref: "#/components/schemas/Error" },
+        { type: "object", properties: { error: { enum: codes }, code: { enum: codes } } },
+      ],
+    },
+  },
+});
 
 interface Answer {
   readonly description: string;
@@ -80,7 +95,7 @@ const fileAnswers = (mediaTypes: ReadonlyArray<string>): Readonly<Record<string,
     description:
       "Error: invalid_request, `details.reason` range_not_satisfiable; the range lies outside the file",
     headers: { "Content-Range": { description: "bytes */<the file's size>", required: true } },
-    content: Resources.ErrorBody,
+    content: { errorCodes: [errorCode.InvalidRequest] },
   },
 });
 
@@ -244,7 +259,7 @@ const errorResponses = (): Record<string, Json> => {
               },
             }
           : {}),
-      content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } },
+      content: errorContent(tags.map((t) => errorCode[t])),
     };
   return responses;
 };
@@ -429,7 +444,9 @@ export const openApiDocument = (
         ? undefined
         : Schema.isSchema(content)
           ? { "application/json": { schema: toSchema(content.ast) } }
-          : Object.fromEntries(content.mediaTypes.map((type) => [type, { schema: {} }]));
+          : "errorCodes" in content
+            ? errorContent(content.errorCodes)
+            : Object.fromEntries(content.mediaTypes.map((type) => [type, { schema: {} }]));
     const response = (answer: Answer) => {
       const content = contentOf(answer.content);
       return {
