@@ -1,5 +1,5 @@
 import { Validator } from "@seriousme/openapi-schema-validator";
-import { errorStatus, openApiDocument, operations } from "@vod/core";
+import { errorCode, errorStatus, openApiDocument, operations } from "@vod/core";
 import { describe, expect, it } from "vitest";
 
 interface Doc {
@@ -126,6 +126,47 @@ describe("OpenAPI document", () => {
     });
   });
 
+  it("writes bounds where every JSON Schema tool reads them: never beside a $ref", () => {
+    // Draft 7 validators and OpenAPI 3.0 tools ignore a $ref's siblings: size_bytes unbounded.
+    const besideRef = [...JSON.stringify(doc).matchAll(/\{"\$ref":"[^"]+",[^{}]*\}/g)].map((m) => m[0]);
+    expect(besideRef).toEqual([]);
+    const start = bodySchema(at("/v1/uploads", "post")).properties as Record<string, Json>;
+    expect(start.size_bytes).toMatchObject({ type: "integer", minimum: 1, maximum: 107_374_182_400 });
+    const session = bodySchema(at("/v1/playback/sessions", "post")).properties as Record<string, Json>;
+    expect(session.ttl_seconds).toMatchObject({ type: "integer", minimum: 60, maximum: 86_400 });
+  });
+
+  it("documents a media file in its own type, whole or by range, and a range past its end as an error", () => {
+    const types = [
+      "application/vnd.apple.mpegurl",
+      "application/dash+xml",
+      "video/iso.segment",
+      "video/mp4",
+      "image/jpeg",
+    ];
+    for (const method of ["get", "head"]) {
+      const { responses } = at("/v1/play/{token}/{path}", method);
+      for (const status of ["200", "206"])
+        expect(Object.keys(resolve(responses[status] ?? {}).content as Json).sort(), status).toEqual(
+          [...types].sort(),
+        );
+      expect(resolve(responses["206"] ?? {}).headers).toMatchObject({ "Content-Range": { required: true } });
+      expect(resolve(responses["416"] ?? {})).toMatchObject({
+        headers: { "Content-Range": { required: true } },
+        content: {
+          "application/json": {
+            schema: {
+              allOf: [
+                { $ref: "#/components/schemas/Error" },
+                { properties: { code: { enum: ["invalid_request"] } } },
+              ],
+            },
+          },
+        },
+      });
+    }
+  });
+
   it("names a component per resource and refers to it, with formats from the schemas", () => {
     for (const name of [
       "Asset",
@@ -176,19 +217,32 @@ describe("OpenAPI document", () => {
     expect(resolve(at("/v1/telemetry", "post").responses["429"] ?? {}).headers).toMatchObject({
       "Retry-After": { required: true, schema: { type: "integer" } },
     });
-    // Every documented status is one the error table answers, and every error body is the spec's.
-    const known = new Set([...Object.values(errorStatus).map(String)]);
-    // A media file's answer to a range past its end, with no body.
-    const rangeNotSatisfiable = "416";
+    // Every documented status is one the error table answers (or a media file's answer to a
+    // range past its end), and every error body is the spec's, with the codes of that status.
+    const codesOf = (status: string) =>
+      status === "416"
+        ? ["invalid_request"]
+        : Object.entries(errorStatus)
+            .filter(([tag, s]) => String(s) === status && tag !== "InternalError")
+            .map(([tag]) => errorCode[tag as keyof typeof errorCode]);
     for (const methods of Object.values(doc.paths))
       for (const op of Object.values(methods))
         for (const [status, response] of Object.entries(op.responses))
-          if (Number(status) >= 400 && status !== rangeNotSatisfiable) {
-            expect(known.has(status)).toBe(true);
+          if (Number(status) >= 400) {
+            const codes = codesOf(status);
+            expect(codes.length, status).toBeGreaterThan(0);
             expect(resolve(response).content).toEqual({
-              "application/json": { schema: { $ref: "#/components/schemas/Error" } },
+              "application/json": {
+                schema: {
+                  allOf: [
+                    { $ref: "#/components/schemas/Error" },
+                    { type: "object", properties: { error: { enum: codes }, code: { enum: codes } } },
+                  ],
+                },
+              },
             });
           }
+    expect(codesOf("409").sort()).toEqual(["conflict", "upload_in_progress"]);
   });
 
   it("secures API routes with a bearer token or an API key, and user-only routes with a bearer token", () => {

@@ -191,7 +191,7 @@ export const describeHostileInput = (
                   const problems = [
                     ...problemsOf(req, reply),
                     ...catalogRuleProblems(req, reply, {
-                      bodyFields: route.lenient.unknownFields ? undefined : bodyFields,
+                      bodyFields,
                       nulInPath: !route.lenient.nul,
                       nulInBody: !route.lenient.nul && route.readsBody,
                     }),

@@ -104,7 +104,7 @@ const hasNul = (value: unknown): boolean => {
 
 /** What a route's decode refuses, for `catalogRuleProblems`. */
 export interface CatalogRules {
-  /** The names the route's body schema knows; undefined when it reads no body or keeps unknown fields. */
+  /** The names the route's body schema knows; undefined when it reads no body. */
   readonly bodyFields: ReadonlyArray<string> | undefined;
   /** Whether a NUL in the path or query is refused. */
   readonly nulInPath: boolean;

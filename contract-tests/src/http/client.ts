@@ -4,6 +4,7 @@ import type { FakeGoogle, SmtpTestServer } from "@vod/test-services";
 import { afterAll, beforeAll, expect } from "vitest";
 import type { StorageBackdoor } from "../backdoor.js";
 import type { ObjectStoreBackdoor } from "../object-store.js";
+import { hostUnderTest } from "./exchanges.js";
 
 /** The clock the host under test reads: it moves only when a test moves it. */
 export interface ManualClockLike {
@@ -477,7 +478,10 @@ export interface Harness extends HttpSubject {
   readonly api: HttpClient;
 }
 
-const harness = (subject: HttpSubject): Harness => ({ ...subject, api: httpClient(subject.baseUrl) });
+const harness = (subject: HttpSubject): Harness => {
+  hostUnderTest(subject.baseUrl);
+  return { ...subject, api: httpClient(subject.baseUrl) };
+};
 
 /** One host for the enclosing describe block, started before its first test. */
 export const sharedSubject = (

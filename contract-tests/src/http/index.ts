@@ -14,6 +14,8 @@ import { describeUploads } from "./uploads.js";
 import { describeWebhooks } from "./webhooks.js";
 
 export type { HttpSubject, MakeHttpSubject, ManualClockLike } from "./client.js";
+export { type Conformance, checkConformance, describeDocumentConformance } from "./conformance.js";
+export { type Exchange, type Recording, recordExchanges } from "./exchanges.js";
 
 /**
  * The HTTP contract: real requests against a running host, checked by what a client sees (status,

@@ -13,9 +13,31 @@ type Credential =
   | { readonly kind: "token"; readonly scheme?: "playbackToken" | "licenseToken" | "metricsToken" }
   | { readonly kind: "none" };
 
+/** A response header: its description, or that and whether every such answer carries it. */
+type Header = string | { readonly description: string; readonly required: true };
+
+/** A JSON body's schema, the error body with one of `errorCodes`, or the media types of a body that is not JSON. */
+type Content =
+  | Schema.Schema.AnyNoContext
+  | { readonly errorCodes: ReadonlyArray<string> }
+  | { readonly mediaTypes: ReadonlyArray<string> };
+
+/** The spec's error body (part 7), its `error` and `code` one of `codes`. */
+const errorContent = (codes: ReadonlyArray<string>): Json => ({
+  "application/json": {
+    schema: {
+      allOf: [
+        { $ref: "#/components/schemas/Error" },
+        { type: "object", properties: { error: { enum: codes }, code: { enum: codes } } },
+      ],
+    },
+  },
+});
+
 interface Answer {
   readonly description: string;
-  readonly headers?: Readonly<Record<string, string>>;
+  readonly headers?: Readonly<Record<string, Header>>;
+  readonly content?: Content;
 }
 
 /** One route as the document describes it: a catalog operation or one of the host's own. */
@@ -30,12 +52,8 @@ interface DocumentedRoute {
   /** Decodes `{ params, query, body }`. */
   readonly input: Schema.Schema.AnyNoContext;
   readonly body: BodyKind;
-  readonly success: Answer & {
-    readonly status: number;
-    /** A JSON body's schema, or the media type of a body that is not JSON. */
-    readonly content?: Schema.Schema.AnyNoContext | { readonly mediaType: string };
-  };
-  /** Other answers that are no error (a partial range, a redirect), by status; body not JSON. */
+  readonly success: Answer & { readonly status: number };
+  /** Other answers than the success and the errors of `errorsOf` (a range, a redirect), by status. */
   readonly otherAnswers?: Readonly<Record<string, Answer>>;
   /** False for routes that answer from memory (health, this document): no storage error. */
   readonly stateful: boolean;
@@ -59,23 +77,35 @@ const credentialOf = (op: Operation): Credential => {
   return { kind: "token" };
 };
 
-/** A file's other answers: a range, a redirect to the store, a range past its end. */
-const fileAnswers: Readonly<Record<string, Answer>> = {
-  "206": { description: "The requested byte range", headers: { "Content-Range": "the range sent" } },
+/**
+ * A file's other answers: a range of it (in the file's type), a redirect to the store, a range
+ * past its end (the error body, with the file's size in Content-Range).
+ */
+const fileAnswers = (mediaTypes: ReadonlyArray<string>): Readonly<Record<string, Answer>> => ({
+  "206": {
+    description: "The requested byte range",
+    headers: { "Content-Range": { description: "the range sent, and the file's size", required: true } },
+    content: { mediaTypes },
+  },
   "302": {
     description: "The file at a short-lived signed URL of the object store",
-    headers: { Location: "the signed URL" },
+    headers: { Location: { description: "the signed URL", required: true } },
   },
-  "416": { description: "The range lies outside the file", headers: { "Content-Range": "bytes */<size>" } },
-};
+  "416": {
+    description:
+      "Error: invalid_request, `details.reason` range_not_satisfiable; the range lies outside the file",
+    headers: { "Content-Range": { description: "bytes */<the file's size>", required: true } },
+    content: { errorCodes: [errorCode.InvalidRequest] },
+  },
+});
 
 const successOf = (op: Operation): DocumentedRoute["success"] => {
   switch (op.reply.kind) {
     case "file":
       return {
         status: op.status,
-        description: "The file",
-        content: { mediaType: "application/octet-stream" },
+        description: "The file, in its own media type",
+        content: { mediaTypes: op.reply.mediaTypes },
       };
     case "headers":
       return { status: op.status, description: "Done; the outcome in headers", headers: op.reply.headers };
@@ -98,7 +128,7 @@ const fromOperation = (op: Operation): ReadonlyArray<DocumentedRoute> => {
     input: op.input,
     body: op.body,
     success: successOf(op),
-    ...(op.reply.kind === "file" ? { otherAnswers: fileAnswers } : {}),
+    ...(op.reply.kind === "file" ? { otherAnswers: fileAnswers(op.reply.mediaTypes) } : {}),
     stateful: true,
     errors: op.errors ?? [],
     ...(op.idempotency?.recorded === false ? { unrecorded: true } : {}),
@@ -159,7 +189,7 @@ const hostRoutes: ReadonlyArray<DocumentedRoute> = [
       {
         status: 200,
         description: "Every series, in the Prometheus text format",
-        content: { mediaType: "text/plain" },
+        content: { mediaTypes: ["text/plain"] },
       },
     ),
     credential: { kind: "token", scheme: "metricsToken" },
@@ -168,7 +198,7 @@ const hostRoutes: ReadonlyArray<DocumentedRoute> = [
   hostRoute("openApi", "/v1/openapi.json", "This document.", {
     status: 200,
     description: "The OpenAPI 3.1 document",
-    content: { mediaType: "application/json" },
+    content: { mediaTypes: ["application/json"] },
   }),
 ];
 
@@ -229,7 +259,7 @@ const errorResponses = (): Record<string, Json> => {
               },
             }
           : {}),
-      content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } },
+      content: errorContent(tags.map((t) => errorCode[t])),
     };
   return responses;
 };
@@ -261,9 +291,39 @@ const withoutSchemaIds = (node: unknown): unknown => {
   );
 };
 
-const headersOf = (headers: Readonly<Record<string, string>>) =>
+/**
+ * A refined schema (`Int` between 1 and 100) comes out as a `$ref` with its bounds beside it.
+ * JSON Schema 2020-12 applies both, but OpenAPI 3.0 tools and JSON Schema draft 7 validators
+ * ignore whatever sits beside a `$ref`, so the bounds would not exist for them: a leaf
+ * (`{"type": "integer"}`) is written in place instead, anything else wrapped in `allOf`.
+ */
+const withoutRefSiblings = (node: unknown, schemas: Readonly<Record<string, unknown>>): unknown => {
+  if (Array.isArray(node)) return node.map((n) => withoutRefSiblings(n, schemas));
+  if (typeof node !== "object" || node === null) return node;
+  const entries = Object.entries(node).map(
+    ([key, value]) => [key, withoutRefSiblings(value, schemas)] as const,
+  );
+  const { $ref, ...siblings } = Object.fromEntries(entries) as Json;
+  if (typeof $ref !== "string" || Object.keys(siblings).length === 0) return Object.fromEntries(entries);
+  const target = schemas[$ref.replace("#/components/schemas/", "")] as Json | undefined;
+  const leaf =
+    target !== undefined &&
+    typeof target.type === "string" &&
+    !["object", "array"].includes(target.type) &&
+    target.$ref === undefined;
+  if (!leaf) return { allOf: [{ $ref }], ...siblings };
+  const { title: _title, description: _description, ...type } = target;
+  return { ...type, ...siblings };
+};
+
+const headersOf = (headers: Readonly<Record<string, Header>>) =>
   Object.fromEntries(
-    Object.entries(headers).map(([name, description]) => [name, { description, schema: { type: "string" } }]),
+    Object.entries(headers).map(([name, header]) => [
+      name,
+      typeof header === "string"
+        ? { description: header, schema: { type: "string" } }
+        : { ...header, schema: { type: "string" } },
+    ]),
   );
 
 /** Every authenticated POST takes an Idempotency-Key (idempotency.ts), but those never recorded. */
@@ -379,26 +439,30 @@ export const openApiDocument = (
               content: Object.fromEntries(mediaTypes.map((type) => [type, { schema }])),
             }
           : undefined;
-    const { success } = route;
-    const content =
-      success.content === undefined
+    const contentOf = (content: Content | undefined) =>
+      content === undefined
         ? undefined
-        : Schema.isSchema(success.content)
-          ? { "application/json": { schema: toSchema(success.content.ast) } }
-          : { [success.content.mediaType]: { schema: {} } };
-    const successHeaders = idempotent ? { ...success.headers, ...replayedHeader } : success.headers;
-    const responses: Json = {
-      [String(success.status)]: {
-        description: success.description,
-        ...(successHeaders ? { headers: headersOf(successHeaders) } : {}),
-        ...(content ? { content } : {}),
-      },
-    };
-    for (const [status, answer] of Object.entries(route.otherAnswers ?? {}))
-      responses[status] = {
+        : Schema.isSchema(content)
+          ? { "application/json": { schema: toSchema(content.ast) } }
+          : "errorCodes" in content
+            ? errorContent(content.errorCodes)
+            : Object.fromEntries(content.mediaTypes.map((type) => [type, { schema: {} }]));
+    const response = (answer: Answer) => {
+      const content = contentOf(answer.content);
+      return {
         description: answer.description,
         ...(answer.headers ? { headers: headersOf(answer.headers) } : {}),
+        ...(content ? { content } : {}),
       };
+    };
+    const { success } = route;
+    const responses: Json = {
+      [String(success.status)]: response(
+        idempotent ? { ...success, headers: { ...success.headers, ...replayedHeader } } : success,
+      ),
+    };
+    for (const [status, answer] of Object.entries(route.otherAnswers ?? {}))
+      responses[status] = response(answer);
     for (const tag of errorsOf(route)) {
       const status = errorStatus[tag];
       responses[String(status)] = { $ref: `#/components/responses/Error${status}` };
@@ -416,7 +480,7 @@ export const openApiDocument = (
       ...(route.credential.kind === "api" ? { "x-required-scope": route.credential.scope } : {}),
     };
   }
-  return withoutSchemaIds({
+  const document = withoutSchemaIds({
     openapi: "3.1.0",
     info: { title: info.title, version: info.version },
     ...(info.serverUrl ? { servers: [{ url: info.serverUrl }] } : {}),
@@ -433,4 +497,5 @@ export const openApiDocument = (
       },
     },
   }) as Json;
+  return withoutRefSiblings(document, definitions) as Json;
 };

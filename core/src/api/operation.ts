@@ -55,12 +55,13 @@ export type TokenCredential =
 /**
  * A success that is not the output schema's JSON:
  * - `headers`: no body, the value said by headers (described here);
- * - `file`: a file body (whole, or a range with 206), a redirect (302) or 416; HEAD answers too.
+ * - `file`: a file body of one of `mediaTypes` (whole, or a range with 206), a redirect (302),
+ *   or 416 with the error body; HEAD answers too.
  */
 export type ReplyKind =
   | { readonly kind: "json" }
   | { readonly kind: "headers"; readonly headers: Readonly<Record<string, string>> }
-  | { readonly kind: "file" };
+  | { readonly kind: "file"; readonly mediaTypes: ReadonlyArray<string> };
 
 /** CORS for routes browsers call from other origins: the headers a page may send and read. */
 export interface Cors {
@@ -99,12 +100,12 @@ export interface Operation {
 }
 
 /**
- * Leave to the use case what the decode refuses elsewhere: unknown body fields (kept or ignored)
- * and NUL characters (a media file name with one is no file: 404; a telemetry event with one is
- * dropped, not its batch).
+ * Leave to the use case what the decode refuses elsewhere: NUL characters (a media file name
+ * with one is no file: 404; a telemetry event with one is dropped, not its batch). Unknown body
+ * fields are refused everywhere (DECISIONS "Hostile input"); a field whose schema is `unknown`
+ * (a telemetry event) keeps its keys.
  */
 export interface Lenience {
-  readonly unknownFields?: boolean;
   readonly nul?: boolean;
 }
 
@@ -234,8 +235,8 @@ const notJson = () => invalidFields([{ path: [], message: "not JSON" }], "body i
 
 /**
  * The one decode of a request's `{ params, query, body }`: a text body read as JSON, then NULs
- * and deep nesting, then the schema, unknown body fields refused (unless `lenient` says
- * otherwise). Every field that fails is named in `details.fields`.
+ * (unless `lenient` lets them through) and deep nesting, then the schema, unknown body fields
+ * refused. Every field that fails is named in `details.fields`.
  */
 export const decodeRequest = <I, IE>(
   schema: Schema.Schema<I, IE>,
@@ -253,7 +254,7 @@ export const decodeRequest = <I, IE>(
   const lenient = options.lenient;
   const hostile = hostileInput(value, lenient?.nul !== true);
   if (hostile !== undefined) return Exit.fail(hostile);
-  const target = (lenient?.unknownFields ? schema : withStrictBody(schema)) as Schema.Schema.AnyNoContext;
+  const target = withStrictBody(schema) as Schema.Schema.AnyNoContext;
   const decoded = syncDecoderOf(target)(value);
   if (Either.isRight(decoded)) return Exit.succeed(decoded.right as I);
   // A schema that cannot decode synchronously (none in the catalog today) gets Effect's own decode.

@@ -1,7 +1,8 @@
 import { Effect, Schema } from "effect";
-import type { VodError } from "../errors.js";
+import { errorCode, type VodError } from "../errors.js";
 import { Requests as Rq, Resources as Rs } from "../schema/index.js";
 import type { Principal, Requirement } from "../use-cases/authenticate.js";
+import { RENDITION_MEDIA_TYPES } from "../use-cases/playback-delivery.js";
 import type { Vod } from "../vod.js";
 import {
   type AuthedCall,
@@ -468,10 +469,25 @@ async function* noBytes(): AsyncIterable<Uint8Array> {}
 
 type Opened = Effect.Effect.Success<ReturnType<Vod["playback"]["open"]>>;
 
+/**
+ * A range past the file's end: 416 with a Content-Range naming the file's size (RFC 9110), and
+ * the spec's error body like every other error (docs/decisions.md: invalid_request, its reason
+ * in details).
+ */
+const unsatisfiable = (size: number): Reply => ({
+  status: 416,
+  headers: { "content-range": `bytes */${size}` },
+  body: {
+    error: errorCode.InvalidRequest,
+    code: errorCode.InvalidRequest,
+    message: `the range lies outside the file (${size} bytes)`,
+    details: { reason: "range_not_satisfiable", size },
+  },
+});
+
 /** A media file as HTTP answers it: whole or by range, a redirect to the store, or 416. */
 const fileReply = (file: Opened, vod: Vod): Reply => {
-  if (file.kind === "unsatisfiable")
-    return { status: 416, headers: { "content-range": `bytes */${file.size}` } };
+  if (file.kind === "unsatisfiable") return unsatisfiable(file.size);
   // The signed URL is short-lived: no cache may keep the redirect longer than it works.
   if (file.kind === "redirect")
     return { status: 302, headers: { location: file.url, "cache-control": "private, no-store" } };
@@ -507,7 +523,10 @@ export const playFile = publicOperation({
   output: null,
   errors: ["Forbidden", "PlaybackUnavailable"],
   run: (vod, { params }, call) => vod.playback.open(params.token, params.path, call.range),
-  reply: { kind: { kind: "file" }, of: (file, vod) => fileReply(file, vod) },
+  reply: {
+    kind: { kind: "file", mediaTypes: [...new Set(Object.values(RENDITION_MEDIA_TYPES))] },
+    of: (file, vod) => fileReply(file, vod),
+  },
 });
 
 /** DECISIONS: a telemetry batch is at most 32 KiB, refused before it is read whole. */
@@ -519,8 +538,9 @@ export const telemetry = publicOperation({
   credential: { token: "playback", in: "body" },
   // Beacons go as text/plain (no CORS preflight) as often as JSON.
   body: { kind: "text", maxBytes: TELEMETRY_MAX_BYTES, mediaTypes: ["text/plain", "application/json"] },
-  // Invalid events, a NUL in one included, are dropped and counted; the batch stands.
-  lenient: { unknownFields: true, nul: true },
+  // Invalid events, a NUL in one included, are dropped and counted; the batch stands. Events
+  // keep their extra keys (schema: unknown); the batch's own fields are checked as anywhere.
+  lenient: { nul: true },
   cors: { allowHeaders: ["content-type"], exposeHeaders: ["x-telemetry-accepted"] },
   input: body(Rq.TelemetryBatch),
   output: null,
@@ -552,7 +572,6 @@ export const clearKeyLicense = publicOperation({
   credential: { token: "license", in: "header", name: LICENSE_TOKEN },
   // EME players post the licence request as raw bytes; whatever its content type, it is JSON.
   body: { kind: "text", maxBytes: 16 * 1024, mediaTypes: ["application/json", "application/octet-stream"] },
-  lenient: { unknownFields: true },
   cors: { allowHeaders: ["content-type", LICENSE_TOKEN] },
   input: body(Rq.ClearKeyRequest),
   output: Rs.ClearKeyLicense,

@@ -16,7 +16,8 @@ export type RequestedRange = (
   size: number,
 ) => { readonly start: number; readonly end: number } | "unsatisfiable" | undefined;
 
-const CONTENT_TYPES: Record<string, string> = {
+/** The media type of each file extension a rendition has, the one its file is delivered with. */
+export const RENDITION_MEDIA_TYPES: Readonly<Record<string, string>> = {
   m3u8: "application/vnd.apple.mpegurl",
   mpd: "application/dash+xml",
   m4s: "video/iso.segment",
@@ -31,7 +32,7 @@ const CONTENT_TYPES: Record<string, string> = {
  * store is asked: a NUL, a dot segment or a 5,000-character name never becomes an object key.
  */
 const RENDITION_FILE = new RegExp(
-  `^(?:[A-Za-z0-9_-]{1,64}/)?[A-Za-z0-9_-]{1,64}\\.(?:${Object.keys(CONTENT_TYPES).join("|")})$`,
+  `^(?:[A-Za-z0-9_-]{1,64}/)?[A-Za-z0-9_-]{1,64}\\.(?:${Object.keys(RENDITION_MEDIA_TYPES).join("|")})$`,
 );
 export const isRenditionFile = (path: string) => RENDITION_FILE.test(path);
 
@@ -64,7 +65,8 @@ export const makePlaybackDelivery = (ports: VodPorts, verify: VerifyPlaybackToke
       const body: ByteStream = yield* Effect.catchTag(store.get(key, bounded), "NotFound", () =>
         Effect.fail(new NotFound({ message: "no such file" })),
       );
-      const contentType = CONTENT_TYPES[path.slice(path.lastIndexOf(".") + 1)] ?? head.value.contentType;
+      const contentType =
+        RENDITION_MEDIA_TYPES[path.slice(path.lastIndexOf(".") + 1)] ?? head.value.contentType;
       return {
         kind: "file" as const,
         body,
