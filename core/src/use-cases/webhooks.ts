@@ -1,6 +1,6 @@
 import { Effect, Option, Schema } from "effect";
 import type { VodConfig } from "../config.js";
-import type { Asset } from "../domain/asset.js";
+import type { Asset, AssetRendition } from "../domain/asset.js";
 import type { UploadSession } from "../domain/upload-session.js";
 import {
   afterAttempt,
@@ -25,14 +25,19 @@ type CreateInput = typeof Requests.CreateWebhookBody.Type;
 export const MAX_LISTED_WEBHOOKS = 100;
 export const MAX_LISTED_DELIVERIES = 100;
 
-/** What an event carries: the asset as the API shows it, and for upload events the session. */
+/**
+ * What an event carries: the asset as the API shows it, for upload events the session, and for
+ * `asset.rendition.ready` the rendition.
+ */
 export interface EventData {
   readonly asset: Asset;
   readonly upload?: UploadSession;
+  readonly rendition?: AssetRendition;
 }
 
 const encodeAsset = Schema.encodeSync(Rs.Asset);
 const encodeUpload = Schema.encodeSync(Rs.UploadSession);
+const encodeRendition = Schema.encodeSync(Rs.AssetRendition);
 
 /** Records `type` for the tenant inside the caller's transaction. */
 export type RecordEvent = (
@@ -63,7 +68,9 @@ export const eventRecorder =
         tenant_id: tenantId,
         data: data.upload
           ? { upload: encodeUpload(data.upload), asset: encodeAsset(data.asset) }
-          : { asset: encodeAsset(data.asset) },
+          : data.rendition
+            ? { asset: encodeAsset(data.asset), rendition: encodeRendition(data.rendition) }
+            : { asset: encodeAsset(data.asset) },
       });
       for (const webhook of webhooks) {
         const delivery: WebhookDelivery = {
