@@ -290,3 +290,76 @@ describe("progressive readiness: playable at the first rendition, the others add
     );
   }, 180_000);
 });
+
+describe("progressive readiness when a later rendition fails", () => {
+  const scratch = suiteScratch("vod-progressive-fail-");
+
+  /** Fails each run adding renditions with `failures`' next code while there is one; records every run's renditions. */
+  const failingProcessor = (
+    inner: MediaProcessor,
+    failures: Array<"processing_error" | "unsupported_codec">,
+  ) => {
+    const runs: string[][] = [];
+    const processor: MediaProcessor = {
+      probe: (input) => inner.probe(input),
+      plan: (source, ladder) => inner.plan(source, ladder),
+      package: (input, source, renditions, emit, options) => {
+        runs.push(renditions.map((r) => r.name));
+        const code = options?.shared === false ? failures.shift() : undefined;
+        return code === undefined
+          ? inner.package(input, source, renditions, emit, options)
+          : Effect.fail({ _tag: "MediaRejected" as const, code, message: `made to fail: ${code}` });
+      },
+    };
+    return { processor, runs };
+  };
+
+  const hostWith = async (processor: MediaProcessor) => {
+    const dir = await scratch.dir();
+    const host = await scratch.memoryHost(
+      { VOD_DATA_DIR: dir, VOD_LOG_LEVEL: "silent", VOD_JOB_MAX_ATTEMPTS: "3" },
+      {
+        objectStore: memoryObjectStore(),
+        revocationStore: memoryRevocationStore(),
+        mediaProcessor: processor,
+      },
+      { retryDelayMs: 100 },
+    );
+    const auth = await signUp(host.url, "later");
+    await makeVideo(join(dir, "src.mp4"), { width: 640, height: 360, seconds: 2 });
+    const { assetId } = await uploadAsset(host.url, auth, await readFile(join(dir, "src.mp4")));
+    const asset = await settledAsset(host.url, auth, assetId);
+    const play = await call(host.url, "/v1/playback/sessions", {
+      body: { asset_id: assetId },
+      headers: auth,
+    });
+    const master = await (await fetch(play.body.urls.manifest)).text();
+    return { asset, master };
+  };
+
+  it("a retried job makes only what is pending: the first rendition is not encoded again", async () => {
+    const failing = failingProcessor(ffmpegMediaProcessor({ x264Preset: "ultrafast" }), ["processing_error"]);
+    const { asset, master } = await hostWith(failing.processor);
+    expect(asset.status).toBe("ready");
+    expect(asset.renditions.map((r: Rendition) => [r.name, r.status])).toEqual([
+      ["360p", "ready"],
+      ["240p", "ready"],
+    ]);
+    expect(failing.runs).toEqual([["360p"], ["240p"], ["240p"]]);
+    expect(variantHeights(master)).toEqual([240, 360]);
+  }, 60_000);
+
+  it("a rendition that cannot be made is failed, the asset stays ready with the others", async () => {
+    const failing = failingProcessor(ffmpegMediaProcessor({ x264Preset: "ultrafast" }), [
+      "unsupported_codec",
+    ]);
+    const { asset, master } = await hostWith(failing.processor);
+    expect(asset).toMatchObject({ status: "ready", failure_code: null, ready_at: expect.any(Number) });
+    expect(asset.renditions.map((r: Rendition) => [r.name, r.status])).toEqual([
+      ["360p", "ready"],
+      ["240p", "failed"],
+    ]);
+    expect(failing.runs).toEqual([["360p"], ["240p"]]);
+    expect(variantHeights(master)).toEqual([360]);
+  }, 60_000);
+});
