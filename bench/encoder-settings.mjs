@@ -13,7 +13,7 @@ import { execFile } from "node:child_process";
 import { mkdir, readdir, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { parseArgs, promisify } from "node:util";
-import { benchScratch, fmt, fromRepo, loadAverage, table } from "./lib.mjs";
+import { benchScratch, cpuSeconds, fmt, fromRepo, loadAverage, table } from "./lib.mjs";
 
 const { values: args } = parseArgs({
   options: {
@@ -37,11 +37,14 @@ const planned = planRenditions(defaultLadder, SOURCE);
 const p360 = planned.find((p) => p.height === 360);
 const p1080 = planned.find((p) => p.height === 1080);
 
+/** Wall seconds of the tool's run, and its CPU seconds (steadier than wall on a shared machine). */
 const timed = async (command, argv, options) => {
+  const cpu = (await cpuSeconds()).children;
   const start = performance.now();
   await run(command, argv, { maxBuffer: 64 * 1024 * 1024, ...options });
-  return (performance.now() - start) / 1000;
+  return { wall: (performance.now() - start) / 1000, cpu: (await cpuSeconds()).children - cpu };
 };
+const both = (t) => `${fmt(t.wall)} / ${fmt(t.cpu)}`;
 
 const ssim = async (file, source, { width, height }) => {
   const { stderr } = await run(tools.ffmpeg, [
@@ -51,9 +54,11 @@ const ssim = async (file, source, { width, height }) => {
   return Number(/All:([\d.]+)/.exec(stderr)?.[1]);
 };
 
+let runs = 0;
 /** The adapter's transcode of `rungs` at `preset`; `gopSeconds` rewrites its keyframe spacing. */
 const transcode = async (source, rungs, preset, gopSeconds = 2) => {
-  const work = join(dir, `work-${preset}-${rungs.length}-${gopSeconds}`);
+  runs += 1;
+  const work = join(dir, `work-${runs}`);
   await mkdir(work);
   let argv = transcodeArgs({
     source,
@@ -88,6 +93,9 @@ try {
     ...["-pix_fmt", "yuv420p", "-c:a", "aac", "-movflags", "+faststart", source],
   ]);
 
+  console.log(
+    `encoder settings: ${videoSeconds} s 1920x1080 30 fps (testsrc2 + grain), x264 CRF 23 under each rung's cap; load average ${loadAverage()}\n`,
+  );
   const presetRows = [];
   for (const preset of presets) {
     log(`preset ${preset}: the first rendition (360p + audio)`);
@@ -98,8 +106,8 @@ try {
     const f1080 = join(ladder.work, "1080p.mp4");
     presetRows.push([
       preset,
-      fmt(first.seconds),
-      fmt(ladder.seconds),
+      both(first.seconds),
+      both(ladder.seconds),
       fmt((await size(f360)) / 1024, 0),
       fmt(await ssim(f360, source, p360), 4),
       fmt((await size(f1080)) / 1024, 0),
@@ -109,6 +117,20 @@ try {
     if (preset !== args.chosen) await rm(first.work, { recursive: true, force: true });
   }
 
+  console.log(
+    table(
+      [
+        "preset",
+        "first rendition, wall / CPU (s)",
+        "whole ladder, wall / CPU (s)",
+        "360p KiB",
+        "360p SSIM",
+        "1080p KiB",
+        "1080p SSIM",
+      ],
+      presetRows,
+    ),
+  );
   const gopRows = [];
   let chosenWork;
   for (const gop of [1, 2, 4]) {
@@ -117,13 +139,15 @@ try {
     const f = join(made.work, "360p.mp4");
     gopRows.push([
       `${gop} s`,
-      fmt(made.seconds),
+      both(made.seconds),
       fmt((await size(f)) / 1024, 0),
       fmt(await ssim(f, source, p360), 4),
     ]);
     if (gop === 2) chosenWork = made.work;
   }
 
+  console.log(`\nkeyframe interval at ${args.chosen}, the first rendition (360p + audio):\n`);
+  console.log(table(["GOP", "run, wall / CPU (s)", "360p KiB", "360p SSIM"], gopRows));
   const segmentRows = [];
   for (const segment of [2, 4, 6]) {
     const out = join(dir, `pack-${segment}`);
@@ -137,34 +161,18 @@ try {
     const segments = (await readdir(join(out, "360p"))).filter((f) => f.endsWith(".m4s"));
     segmentRows.push([
       `${segment} s`,
-      fmt(seconds),
+      both(seconds),
       String(segments.length),
       fmt(((await size(join(out, "360p", "1.m4s"))) + (await size(join(out, "audio", "1.m4s")))) / 1024, 0),
     ]);
   }
 
-  console.log(
-    `encoder settings: ${videoSeconds} s 1920x1080 30 fps (testsrc2 + grain), x264 CRF 23 under each rung's cap; load average ${loadAverage()}\n`,
-  );
-  console.log(
-    table(
-      [
-        "preset",
-        "first rendition (s)",
-        "whole ladder (s)",
-        "360p KiB",
-        "360p SSIM",
-        "1080p KiB",
-        "1080p SSIM",
-      ],
-      presetRows,
-    ),
-  );
-  console.log(`\nkeyframe interval at ${args.chosen}, the first rendition (360p + audio):\n`);
-  console.log(table(["GOP", "run (s)", "360p KiB", "360p SSIM"], gopRows));
   console.log(`\nsegment length, Shaka Packager on the 360p rendition and its audio:\n`);
   console.log(
-    table(["segment", "packager (s)", "segments", "first segment, video + audio (KiB)"], segmentRows),
+    table(
+      ["segment", "packager, wall / CPU (s)", "segments", "first segment, video + audio (KiB)"],
+      segmentRows,
+    ),
   );
 } finally {
   await cleanup();
