@@ -1,4 +1,11 @@
-import type { MediaProcessor, OutputFile, PackagedOutput, ProbedSource, Rendition } from "@vod/core";
+import type {
+  MediaProcessor,
+  OutputFile,
+  PackagedOutput,
+  PlannedRendition,
+  ProbedSource,
+  Rendition,
+} from "@vod/core";
 import { Effect } from "effect";
 
 const bytesOf = (text: string) => new TextEncoder().encode(text);
@@ -7,11 +14,15 @@ async function* once(bytes: Uint8Array) {
   yield bytes;
 }
 
+const even = (n: number) => Math.max(2, Math.round(n / 2) * 2);
+
 /**
  * A media processor that never looks at the source: every upload probes as a 4 s 640x360 H.264
- * video and packages into a tiny HLS set (master, one media playlist, an init segment, one
- * segment, a poster). Suites that need a ready asset without ffmpeg's seconds use it. A DRM
- * asset's media playlist names its key id in the ClearKey line, as the real packaging does.
+ * video, planned as the ladder's rungs at or below 360p (360p and 240p with the default ladder),
+ * each packaged into a tiny HLS set (a media playlist, an init segment, one segment), with the
+ * poster and the master (listing the variants of `options.master` too). Suites that need a ready
+ * asset without ffmpeg's seconds use it. A DRM asset's media playlists name its key id in the
+ * ClearKey line, as the real packaging does.
  */
 export const fakeMediaProcessor = (): MediaProcessor => {
   const source: ProbedSource = {
@@ -24,41 +35,54 @@ export const fakeMediaProcessor = (): MediaProcessor => {
     has_video: true,
     has_audio: true,
   };
+  const plan = (ladder: ReadonlyArray<Rendition>): ReadonlyArray<PlannedRendition> => {
+    const fitting = [...ladder].filter((r) => r.height <= 360).sort((a, b) => b.height - a.height);
+    const rungs: ReadonlyArray<Rendition> =
+      fitting.length > 0
+        ? fitting
+        : [{ name: "360p", height: 360, videoBitrateKbps: 800, audioBitrateKbps: 96 }];
+    return rungs.map((rendition) => ({
+      rendition,
+      width: even((rendition.height * 16) / 9),
+      height: rendition.height,
+    }));
+  };
   return {
     probe: () => Effect.succeed(source),
+    plan: (_source, ladder) => plan(ladder),
     package: (_input, _source, ladder, emit, options) =>
       Effect.gen(function* () {
-        const rung: Rendition = ladder.find((r) => r.height <= 360) ??
-          ladder[ladder.length - 1] ?? {
-            name: "360p",
-            height: 360,
-            videoBitrateKbps: 800,
-            audioBitrateKbps: 96,
-          };
+        const planned = plan(ladder);
+        const shared = options?.shared ?? true;
         const key = options?.encryption
           ? `#EXT-X-KEY:METHOD=SAMPLE-AES-CTR,KEYFORMAT="org.w3.clearkey",KEYFORMATVERSIONS="1",URI="data:text/plain;base64,${Buffer.from(options.encryption.keyId, "hex").toString("base64")}"\n`
           : "";
+        const variant = ({ rendition, width, height }: PlannedRendition) =>
+          `#EXT-X-STREAM-INF:BANDWIDTH=${rendition.videoBitrateKbps * 1000},RESOLUTION=${width}x${height}\n${rendition.name}/playlist.m3u8\n`;
+        const listed = (options?.master ?? "#EXTM3U\n")
+          .split(/(?=#EXT-X-STREAM-INF:)/)
+          .filter((part) => !planned.some((p) => part.includes(`\n${p.rendition.name}/playlist.m3u8`)));
         const files: Array<Omit<OutputFile, "body"> & { readonly bytes: Uint8Array }> = [
-          { path: `${rung.name}/init.mp4`, contentType: "video/mp4", bytes: bytesOf("init-segment") },
-          {
-            path: `${rung.name}/seg_1.m4s`,
-            contentType: "video/iso.segment",
-            bytes: bytesOf("x".repeat(1_000)),
-          },
-          {
-            path: `${rung.name}/playlist.m3u8`,
-            contentType: "application/vnd.apple.mpegurl",
-            bytes: bytesOf(
-              `#EXTM3U\n#EXT-X-VERSION:7\n#EXT-X-TARGETDURATION:4\n${key}#EXT-X-MAP:URI="init.mp4"\n#EXTINF:4.0,\nseg_1.m4s\n#EXT-X-ENDLIST\n`,
-            ),
-          },
-          { path: "poster.jpg", contentType: "image/jpeg", bytes: bytesOf("poster") },
+          ...planned.flatMap(({ rendition }) => [
+            { path: `${rendition.name}/init.mp4`, contentType: "video/mp4", bytes: bytesOf("init-segment") },
+            {
+              path: `${rendition.name}/seg_1.m4s`,
+              contentType: "video/iso.segment",
+              bytes: bytesOf("x".repeat(1_000)),
+            },
+            {
+              path: `${rendition.name}/playlist.m3u8`,
+              contentType: "application/vnd.apple.mpegurl",
+              bytes: bytesOf(
+                `#EXTM3U\n#EXT-X-VERSION:7\n#EXT-X-TARGETDURATION:4\n${key}#EXT-X-MAP:URI="init.mp4"\n#EXTINF:4.0,\nseg_1.m4s\n#EXT-X-ENDLIST\n`,
+              ),
+            },
+          ]),
+          ...(shared ? [{ path: "poster.jpg", contentType: "image/jpeg", bytes: bytesOf("poster") }] : []),
           {
             path: "master.m3u8",
             contentType: "application/vnd.apple.mpegurl",
-            bytes: bytesOf(
-              `#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=${rung.videoBitrateKbps * 1000},RESOLUTION=640x360\n${rung.name}/playlist.m3u8\n`,
-            ),
+            bytes: bytesOf([...listed, ...planned.map(variant)].join("")),
           },
         ];
         for (const file of files)
@@ -66,8 +90,8 @@ export const fakeMediaProcessor = (): MediaProcessor => {
         const output: PackagedOutput = {
           files: files.map((f) => ({ path: f.path, contentType: f.contentType, size: f.bytes.byteLength })),
           master: "master.m3u8",
-          poster: "poster.jpg",
-          renditions: [rung],
+          poster: shared ? "poster.jpg" : undefined,
+          renditions: planned.map((p) => p.rendition),
         };
         return output;
       }),

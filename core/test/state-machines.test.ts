@@ -2,6 +2,7 @@ import {
   type ApiKey,
   type Asset,
   type AssetEvent,
+  hasPendingRenditions,
   type IllegalTransition,
   newAssetDraft,
   type PlaybackSession,
@@ -78,16 +79,44 @@ describe("asset", () => {
     });
   });
 
-  it("processing: uploaded -> processing -> ready with source facts, or failed with a code", () => {
+  it("processing: uploaded -> processing -> renditions planned -> ready at the first ready rendition, or failed", () => {
     const processing = right(transitionAsset(at("uploaded"), { type: "processing_started" }, NOW));
     expect(processing.status).toBe("processing");
-    expect(right(transitionAsset(processing, { type: "processing_succeeded", source }, NOW))).toMatchObject({
-      status: "ready",
+    const plans = [
+      { name: "720p", width: 1280, height: 720, bitrate_kbps: 3000 },
+      { name: "360p", width: 640, height: 360, bitrate_kbps: 800 },
+    ];
+    const planned = right(
+      transitionAsset(processing, { type: "renditions_planned", source, renditions: plans }, NOW),
+    );
+    expect(planned).toMatchObject({
+      status: "processing",
+      ready_at: null,
       ...source,
+      renditions: plans.map((p) => ({ ...p, status: "pending" })),
     });
-    expect(
-      right(transitionAsset(processing, { type: "processing_failed", failure_code: "invalid_media" }, NOW)),
-    ).toMatchObject({ status: "failed", failure_code: "invalid_media" });
+    const ready = right(transitionAsset(planned, { type: "rendition_ready", name: "360p" }, NOW + 5));
+    expect(ready).toMatchObject({ status: "ready", ready_at: NOW + 5, failure_code: null });
+    expect(ready.renditions.map((r) => r.status)).toEqual(["pending", "ready"]);
+    expect(hasPendingRenditions(ready)).toBe(true);
+    // A later rendition that fails leaves the asset ready; ready_at stays the first time.
+    const settled = right(transitionAsset(ready, { type: "rendition_failed", name: "720p" }, NOW + 9));
+    expect(settled).toMatchObject({ status: "ready", ready_at: NOW + 5 });
+    expect(settled.renditions.map((r) => r.status)).toEqual(["failed", "ready"]);
+    expect(hasPendingRenditions(settled)).toBe(false);
+    // Planned again (a job resumed after a crash): settled renditions keep their status.
+    const again = right(
+      transitionAsset(ready, { type: "renditions_planned", source, renditions: plans }, NOW + 7),
+    );
+    expect(again.renditions.map((r) => r.status)).toEqual(["pending", "ready"]);
+    expect(left(transitionAsset(planned, { type: "rendition_ready", name: "1080p" }, NOW))).toMatchObject({
+      event: "rendition_ready",
+    });
+    const failed = right(
+      transitionAsset(planned, { type: "processing_failed", failure_code: "invalid_media" }, NOW),
+    );
+    expect(failed).toMatchObject({ status: "failed", failure_code: "invalid_media", ready_at: null });
+    expect(failed.renditions.map((r) => r.status)).toEqual(["failed", "failed"]);
   });
 
   it("a job picked up again after a crash may restart processing", () => {
@@ -99,14 +128,16 @@ describe("asset", () => {
   const events: Record<AssetEvent["type"], AssetEvent> = {
     upload_completed: { type: "upload_completed", origin_size_bytes: 1, checksum_sha256: "x" },
     processing_started: { type: "processing_started" },
-    processing_succeeded: { type: "processing_succeeded", source },
+    renditions_planned: { type: "renditions_planned", source, renditions: [] },
+    rendition_ready: { type: "rendition_ready", name: "360p" },
+    rendition_failed: { type: "rendition_failed", name: "360p" },
     processing_failed: { type: "processing_failed", failure_code: "processing_error" },
   };
   const legal: Record<Asset["status"], ReadonlyArray<AssetEvent["type"]>> = {
     pending: ["upload_completed"],
     uploaded: ["processing_started", "processing_failed"],
-    processing: ["processing_started", "processing_succeeded", "processing_failed"],
-    ready: [],
+    processing: ["processing_started", "renditions_planned", "rendition_ready", "processing_failed"],
+    ready: ["renditions_planned", "rendition_ready", "rendition_failed"],
     failed: [],
   };
   for (const [status, allowed] of Object.entries(legal) as Array<[Asset["status"], AssetEvent["type"][]]>)

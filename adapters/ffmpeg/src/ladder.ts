@@ -1,14 +1,7 @@
-import type { Rendition } from "@vod/core";
+import type { PlannedRendition, Rendition } from "@vod/core";
 
 /** The platform's ladder lives in the core (it decides what is made); re-exported for callers here. */
-export { defaultLadder } from "@vod/core";
-
-/** A rendition with the picture size it is encoded at. */
-export interface PlannedRendition {
-  readonly rendition: Rendition;
-  readonly width: number;
-  readonly height: number;
-}
+export { defaultLadder, type PlannedRendition } from "@vod/core";
 
 const even = (n: number): number => Math.max(2, Math.round(n / 2) * 2);
 

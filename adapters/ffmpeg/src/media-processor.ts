@@ -63,7 +63,8 @@ const SEGMENT_SECONDS = 6;
 const KEYFRAME_SECONDS = 2;
 const MASTER = "master.m3u8";
 const POSTER = "poster.jpg";
-const DASH = "manifest.mpd";
+/** The poster is the source's picture, no taller than this. */
+const POSTER_MAX_HEIGHT = 1080;
 /** Shaka Packager reads `--keys` from this variable (`--fromenv=keys`), so the key is in no argv. */
 const KEYS_ENV = "FLAGS_keys";
 
@@ -74,10 +75,9 @@ const contentType = (path: string): string => {
   return path.startsWith("audio/") ? "audio/mp4" : "video/mp4";
 };
 
-/** Emission order: media and poster, then media playlists, then the DASH manifest, the master last. */
+/** Emission order: media and poster, then media playlists, the master last. */
 const rank = (path: string): number => {
-  if (path === MASTER) return 3;
-  if (path === DASH) return 2;
+  if (path === MASTER) return 2;
   return path.endsWith(".m3u8") ? 1 : 0;
 };
 
@@ -276,11 +276,12 @@ export const transcodeArgs = (options: {
 };
 
 /**
- * Shaka Packager: fMP4 (CMAF) segments, an HLS media playlist per stream, the master, a DASH MPD.
+ * Shaka Packager: fMP4 (CMAF) segments, an HLS media playlist per stream and the master. No DASH
+ * manifest: renditions are packaged a few at a time and the HLS master is merged as they come.
  * `encrypted`: raw-key Common Encryption (`cenc`, AES-CTR) of every stream, video and audio, with
  * the one key of `packagerKeys` (read from the environment, never the command line), every segment
  * encrypted, the first included (`--clear_lead 0`), and a CommonSystem PSSH box (key IDs only) in
- * each init segment and in the MPD.
+ * each init segment.
  */
 export const packagerArgs = (
   planned: ReadonlyArray<PlannedRendition>,
@@ -302,9 +303,6 @@ export const packagerArgs = (
     "VOD",
     "--hls_master_playlist_output",
     MASTER,
-    "--mpd_output",
-    DASH,
-    "--generate_static_live_mpd",
     "--temp_dir",
     tempDir,
     // Threaded I/O gives every file the packager opens a cache, 32 MiB by default; on local
@@ -382,6 +380,48 @@ export const signalClearKey = (playlist: string, keyId: string): string | undefi
   return rest.join("\n");
 };
 
+const attribute = (line: string, name: string): string | undefined =>
+  new RegExp(`[:,]${name}=("[^"]*"|[^,]*)`).exec(line)?.[1];
+
+/**
+ * A master playlist listing the variants of `previous` and of `fresh` (one of `fresh` replacing
+ * one of the same URI), highest BANDWIDTH first, with the header and the audio renditions of
+ * `previous` (those of `fresh` when there is none): renditions packaged by separate runs listed
+ * as one ladder. Each variant is a STREAM-INF line and its URI; other lines are kept in place.
+ */
+export const mergeMasters = (previous: string | undefined, fresh: string): string => {
+  const parse = (text: string) => {
+    const lines = text.split("\n").filter((line) => line.trim() !== "");
+    const head: string[] = [];
+    const media: string[] = [];
+    const variants: Array<{ readonly inf: string; readonly uri: string }> = [];
+    for (let i = 0; i < lines.length; i++) {
+      const line = lines[i]!;
+      if (line.startsWith("#EXT-X-STREAM-INF:")) {
+        const uri = lines[i + 1];
+        if (uri !== undefined && !uri.startsWith("#")) variants.push({ inf: line, uri });
+        i++;
+      } else if (line.startsWith("#EXT-X-MEDIA:")) media.push(line);
+      else head.push(line);
+    }
+    return { head, media, variants };
+  };
+  const next = parse(fresh);
+  const base = previous === undefined ? next : parse(previous);
+  const byUri = new Map(base.variants.map((v) => [v.uri, v]));
+  for (const v of next.variants) byUri.set(v.uri, v);
+  const bandwidth = (v: { readonly inf: string }) => Number(attribute(v.inf, "BANDWIDTH") ?? 0);
+  const variants = [...byUri.values()].sort((a, b) => bandwidth(b) - bandwidth(a));
+  return [
+    ...base.head,
+    "",
+    ...base.media,
+    ...(base.media.length > 0 ? [""] : []),
+    ...variants.flatMap((v) => [v.inf, v.uri]),
+    "",
+  ].join("\n");
+};
+
 /**
  * The MediaProcessor port on ffmpeg, ffprobe and Shaka Packager. Tools are found when the
  * processor is made (`resolveTools`), which throws when one is missing.
@@ -432,7 +472,12 @@ export const ffmpegMediaProcessor = (config: FfmpegConfig = {}): MediaProcessor 
       run.exitCode === 0 ? Effect.void : Effect.fail(rejected("processing_error", describeRun(name, run))),
     );
 
-  const poster = (source: string, out: string, top: PlannedRendition, durationMs: number | null) => {
+  const poster = (
+    source: string,
+    out: string,
+    size: { readonly width: number; readonly height: number },
+    durationMs: number | null,
+  ) => {
     const grab = (atSeconds: number) =>
       tool(
         "ffmpeg",
@@ -442,7 +487,7 @@ export const ffmpegMediaProcessor = (config: FfmpegConfig = {}): MediaProcessor 
           ...["-ss", atSeconds.toFixed(3), "-i", fileUrl(source), "-map", "0:V:0", "-frames:v", "1"],
           ...[
             "-vf",
-            `scale=${top.width}:${top.height},setsar=1`,
+            `scale=${size.width}:${size.height},setsar=1`,
             "-q:v",
             "3",
             "-f",
@@ -467,12 +512,16 @@ export const ffmpegMediaProcessor = (config: FfmpegConfig = {}): MediaProcessor 
     );
   };
 
-  /** Shaka marks a lone audio rendition DEFAULT=NO unless told its language, which we do not know. */
-  const defaultAudio = (out: string) =>
+  /**
+   * The master as stored: this run's merged with the one already listed (`mergeMasters`). Shaka
+   * marks a lone audio rendition DEFAULT=NO unless told its language, which we do not know.
+   */
+  const writeMaster = (out: string, previous: string | undefined) =>
     Effect.promise(async () => {
       const path = join(out, MASTER);
       const text = await readFile(path, "utf8");
-      await writeFile(path, text.replace(/^(#EXT-X-MEDIA:TYPE=AUDIO,.*?)DEFAULT=NO/m, "$1DEFAULT=YES"));
+      const fresh = text.replace(/^(#EXT-X-MEDIA:TYPE=AUDIO,.*?)DEFAULT=NO/m, "$1DEFAULT=YES");
+      await writeFile(path, mergeMasters(previous, fresh));
     });
 
   /** Every media playlist declares the key for ClearKey players (`signalClearKey`). */
@@ -505,7 +554,13 @@ export const ffmpegMediaProcessor = (config: FfmpegConfig = {}): MediaProcessor 
         ),
       ),
 
+    plan: (source, ladder) =>
+      source.source_width === null || source.source_height === null || !source.has_video
+        ? []
+        : planRenditions(ladder, { width: source.source_width, height: source.source_height }),
+
     package: (input, source, ladder, emit, options = {}) => {
+      const shared = options.shared ?? true;
       const run = scratch((dir) =>
         Effect.gen(function* () {
           const encryption =
@@ -513,16 +568,16 @@ export const ffmpegMediaProcessor = (config: FfmpegConfig = {}): MediaProcessor 
           if (source.source_width === null || source.source_height === null || !source.has_video) {
             return yield* rejected("invalid_media", "The source has no video picture size");
           }
-          const planned = planRenditions(ladder, {
-            width: source.source_width,
-            height: source.source_height,
-          });
+          const sourceSize = { width: source.source_width, height: source.source_height };
+          const planned = planRenditions(ladder, sourceSize);
           const top = planned[0]!;
           const work = join(dir, "work");
           const out = join(dir, "out");
           const temp = join(dir, "tmp");
           yield* Effect.promise(() => Promise.all([work, out, temp].map((d) => mkdir(d))));
           const path = yield* localSource(input, dir);
+          // Audio is encoded and packaged by every run, so that the master's variants name its
+          // codec and bandwidth; only a `shared` run emits it.
           const audioBitrateKbps = source.has_audio ? top.rendition.audioBitrateKbps : null;
           const transcode = tool(
             "ffmpeg",
@@ -549,17 +604,26 @@ export const ffmpegMediaProcessor = (config: FfmpegConfig = {}): MediaProcessor 
               ...(encryption === undefined ? {} : { env: packagerKeys(encryption) }),
             },
           );
+          const posterSize = planRenditions(
+            [{ ...top.rendition, name: "poster", height: Math.min(POSTER_MAX_HEIGHT, sourceSize.height) }],
+            sourceSize,
+          )[0]!;
           // The poster needs only the source: made while ffmpeg encodes, it adds nothing after.
           yield* Effect.all(
-            [Effect.zipRight(transcode, packager), poster(path, out, top, source.source_duration_ms)],
-            {
-              concurrency: 2,
-              discard: true,
-            },
+            [
+              Effect.zipRight(transcode, packager),
+              shared ? poster(path, out, posterSize, source.source_duration_ms) : Effect.void,
+            ],
+            { concurrency: 2, discard: true },
           );
-          if (source.has_audio) yield* defaultAudio(out);
-          const paths = (yield* Effect.promise(() => listFiles(out))).sort(byEmissionOrder);
-          const expected = [MASTER, POSTER, ...planned.map((p) => `${p.rendition.name}/playlist.m3u8`)];
+          yield* writeMaster(out, options.master);
+          const made = (yield* Effect.promise(() => listFiles(out))).sort(byEmissionOrder);
+          const paths = shared ? made : made.filter((p) => !p.startsWith("audio/"));
+          const expected = [
+            MASTER,
+            ...(shared ? [POSTER] : []),
+            ...planned.map((p) => `${p.rendition.name}/playlist.m3u8`),
+          ];
           const missing = expected.filter((p) => !paths.includes(p));
           if (missing.length > 0) {
             return yield* rejected("processing_error", `Packaging left out ${missing.join(", ")}`);
@@ -571,7 +635,7 @@ export const ffmpegMediaProcessor = (config: FfmpegConfig = {}): MediaProcessor 
             ),
           );
           // Each rank is emitted whole before the next, so no playlist is visible before what it lists.
-          for (const r of [0, 1, 2, 3]) {
+          for (const r of [0, 1, 2]) {
             yield* Effect.forEach(
               files.filter((f) => rank(f.path) === r),
               (f) => emit({ path: f.path, contentType: f.contentType, body: fileBody(join(out, f.path)) }),
@@ -581,7 +645,7 @@ export const ffmpegMediaProcessor = (config: FfmpegConfig = {}): MediaProcessor 
           return {
             files,
             master: MASTER,
-            poster: POSTER,
+            poster: shared ? POSTER : undefined,
             renditions: planned.map((p) => p.rendition) as ReadonlyArray<Rendition>,
           } satisfies PackagedOutput;
         }),

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import { defaultLadder, type FfmpegConfig, ffmpegMediaProcessor, resolveTools } from "@vod/adapter-ffmpeg";
-import type { MediaInput, OutputFile, PackageOptions } from "@vod/core";
+import type { MediaInput, OutputFile, PackageOptions, Rendition } from "@vod/core";
 import { Effect } from "effect";
 
 export const run = promisify(execFile);
@@ -65,9 +65,11 @@ export const packageInto = async (
   input: MediaInput,
   config: FfmpegConfig = {},
   options?: PackageOptions,
+  /** The rungs to make, and the directory to add them to (a fresh one by default). */
+  unit: { readonly ladder?: ReadonlyArray<Rendition>; readonly outDir?: string } = {},
 ) => {
   const scratchDir = await mkdtemp(join(root, "scratch-"));
-  const outDir = await mkdtemp(join(root, "out-"));
+  const outDir = unit.outDir ?? (await mkdtemp(join(root, "out-")));
   const processor = ffmpegMediaProcessor({ x264Preset: "ultrafast", ...config, scratchDir });
   const emitted: Array<{ path: string; contentType: string }> = [];
   const emit = (file: OutputFile) =>
@@ -79,6 +81,8 @@ export const packageInto = async (
       emitted.push({ path: file.path, contentType: file.contentType });
     });
   const probed = await Effect.runPromise(processor.probe(input));
-  const output = await Effect.runPromise(processor.package(input, probed, defaultLadder, emit, options));
+  const output = await Effect.runPromise(
+    processor.package(input, probed, unit.ladder ?? defaultLadder, emit, options),
+  );
   return { output, emitted, outDir, scratchDir };
 };

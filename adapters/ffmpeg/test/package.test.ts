@@ -33,7 +33,7 @@ const ffprobeJson = async (path: string, entries: string) =>
 const text = (dir: string, path: string) => readFile(join(dir, path), "utf8");
 
 describe("package", () => {
-  it("makes an fMP4 HLS ladder at and below 360p, a poster and a DASH manifest, master last", async () => {
+  it("makes an fMP4 HLS ladder at and below 360p and a poster, master last", async () => {
     // The default preset: x264's faster ones drop the High-profile tools the master's CODECS reveal.
     const { output, emitted, outDir, scratchDir } = await packageInto(
       { open: () => Effect.succeed(createReadStream(sources.withAudio)) },
@@ -58,7 +58,6 @@ describe("package", () => {
       "audio/init.mp4": "audio/mp4",
       "audio/1.m4s": "audio/mp4",
       "poster.jpg": "image/jpeg",
-      "manifest.mpd": "application/dash+xml",
     });
 
     const master = await text(outDir, "master.m3u8");
@@ -99,8 +98,50 @@ describe("package", () => {
     const posterStreams = await ffprobeJson(join(outDir, "poster.jpg"), "stream=codec_name,width,height");
     expect(posterStreams.streams[0]).toMatchObject({ codec_name: "mjpeg", width: 640, height: 360 });
 
-    expect(await text(outDir, "manifest.mpd")).toContain('type="static"');
     expect(await readdir(scratchDir)).toEqual([]);
+  });
+
+  it("adds renditions made by a later run to the master, without the audio and poster again", async () => {
+    const input = { path: sources.withAudio };
+    const [r360, r240] = [
+      defaultLadder.find((r) => r.name === "360p")!,
+      defaultLadder.find((r) => r.name === "240p")!,
+    ];
+    const first = await packageIn(root, input, {}, undefined, { ladder: [r360] });
+    const firstMaster = await text(first.outDir, "master.m3u8");
+    expect(firstMaster.match(/#EXT-X-STREAM-INF:/g)).toHaveLength(1);
+    expect(first.emitted.map((f) => f.path)).toEqual(
+      expect.arrayContaining(["poster.jpg", "audio/init.mp4"]),
+    );
+
+    const later = await packageIn(
+      root,
+      input,
+      {},
+      { shared: false, master: firstMaster },
+      {
+        ladder: [r240],
+        outDir: first.outDir,
+      },
+    );
+    const paths = later.emitted.map((f) => f.path);
+    expect(paths.at(-1)).toBe("master.m3u8");
+    expect(later.output.poster).toBeUndefined();
+    expect(paths.filter((p) => p.startsWith("audio/") || p === "poster.jpg")).toEqual([]);
+    expect(paths.filter((p) => !p.startsWith("240p/") && p !== "master.m3u8")).toEqual([]);
+
+    const master = await text(first.outDir, "master.m3u8");
+    const variants = master.split("\n").filter((line) => line.startsWith("#EXT-X-STREAM-INF:"));
+    expect(variants).toHaveLength(2);
+    expect(variants[0]).toContain("RESOLUTION=640x360");
+    expect(variants[1]).toContain("RESOLUTION=426x240");
+    for (const v of variants) expect(v).toMatch(/CODECS="avc1\.[0-9a-f]{6},mp4a\.40\.2".*AUDIO="audio"/);
+    expect(master.match(/#EXT-X-MEDIA:TYPE=AUDIO,URI="audio\/playlist\.m3u8"/g)).toHaveLength(1);
+    const played = await ffprobeJson(join(first.outDir, "master.m3u8"), "stream=codec_name,width,height");
+    const codecs = played.streams.map((s: { codec_name: string; width?: number; height?: number }) =>
+      s.width === undefined ? s.codec_name : `${s.codec_name} ${s.width}x${s.height}`,
+    );
+    expect(codecs).toEqual(expect.arrayContaining(["h264 640x360", "h264 426x240", "aac"]));
   });
 
   it("gives a source shorter than every rung one rendition at its own height, without audio", async () => {

@@ -248,6 +248,16 @@ ALTER TABLE refresh_sessions ADD CONSTRAINT refresh_sessions_revoked_reason_chec
   CHECK (revoked_reason IN ('logout', 'reuse_detected', 'password_changed', 'account_claimed'));
 `,
   },
+  {
+    version: 11,
+    name: "renditions of an asset and when it became playable",
+    // An asset ready before this version had every rung made; its renditions are not known here
+    // (they are in its master playlist), so it shows none, and its ready_at is unknown.
+    sql: `
+ALTER TABLE assets ADD COLUMN renditions jsonb NOT NULL DEFAULT '[]'::jsonb;
+ALTER TABLE assets ADD COLUMN ready_at bigint;
+`,
+  },
 ];
 
 /**

@@ -70,9 +70,14 @@ const ASSET_COLUMNS = [
   "drm_enabled",
   "visibility",
   "published_at",
+  "renditions",
+  "ready_at",
   "created_at",
 ] as const satisfies ReadonlyArray<keyof Asset>;
 const ASSET = ASSET_COLUMNS.join(", ");
+/** A column's parameter: `renditions` is jsonb, which the drivers read as JSON but write as an array literal. */
+const assetParam = (a: Asset, column: (typeof ASSET_COLUMNS)[number]) =>
+  column === "renditions" ? JSON.stringify(a.renditions) : a[column];
 /** What a client changes (PATCH); `update` writes the rest, but for the keys and created_at. */
 const ASSET_DETAIL_COLUMNS = ["title", "visibility", "published_at"] as const satisfies ReadonlyArray<
   keyof Asset
@@ -315,7 +320,7 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
         write(
           tenantScope(a.tenant_id),
           `INSERT INTO assets (${ASSET}) VALUES (${placeholders(ASSET_COLUMNS.length)})`,
-          ASSET_COLUMNS.map((c) => a[c]),
+          ASSET_COLUMNS.map((c) => assetParam(a, c)),
         ),
       get: byId<Asset>("assets", ASSET, " AND deleted_at IS NULL"),
       list: (tenantId, { status, limit, after }) => {
@@ -345,7 +350,7 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
           tenantScope(a.tenant_id),
           `UPDATE assets SET ${ASSET_STATE_COLUMNS.map((c, i) => `${c} = $${i + 3}`).join(", ")}
            WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL`,
-          [a.tenant_id, a.id, ...ASSET_STATE_COLUMNS.map((c) => a[c])],
+          [a.tenant_id, a.id, ...ASSET_STATE_COLUMNS.map((c) => assetParam(a, c))],
         ),
       updateDetails: (tenantId, id, details) => {
         const columns = ASSET_DETAIL_COLUMNS.filter((c) => details[c] !== undefined);

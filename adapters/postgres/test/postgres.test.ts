@@ -121,6 +121,33 @@ describe.skipIf(databaseUrl === null)(
       await expect(insert("", "")).rejects.toThrow(/principal/);
     });
 
+    it("migration 11 shows an asset made ready before it with no renditions and no ready_at", async () => {
+      const schema = fresh();
+      const db = connect(schema);
+      await db.exec(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+      await db.exec(
+        "CREATE TABLE vod_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
+      );
+      for (const migration of migrations.filter((m) => m.version <= 10)) {
+        await db.exec(migration.sql);
+        await db.query("INSERT INTO vod_migrations (version, name) VALUES ($1, $2)", [
+          migration.version,
+          migration.name,
+        ]);
+      }
+      await db.query(
+        "INSERT INTO tenants (id, slug, name, plan, status, created_at) VALUES ('tnt_1', 'one', 'One', 'free', 'active', 1)",
+      );
+      await db.query(
+        `INSERT INTO assets (id, tenant_id, title, status, drm_enabled, visibility, created_at)
+         VALUES ('ast_1', 'tnt_1', 'old', 'ready', false, 'private', 1)`,
+      );
+      expect(await migrate(db)).toEqual([11]);
+      expect((await db.query("SELECT renditions, ready_at FROM assets")).rows).toEqual([
+        { renditions: [], ready_at: null },
+      ]);
+    });
+
     it("four starts at once on a new schema, each migrating and starting its queue, all succeed", async () => {
       const schema = fresh();
       // Pools of one connection too: the lock's connection does all the installing itself.

@@ -39,6 +39,8 @@ const draft = (fields: {
     drm_enabled: fields.drm_enabled,
     visibility: "private",
     published_at: null,
+    renditions: [],
+    ready_at: null,
     created_at: fields.created_at,
   }) as WireAsset;
 

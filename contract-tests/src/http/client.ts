@@ -127,7 +127,17 @@ export interface WireAsset {
   drm_enabled: boolean;
   visibility: string;
   published_at: number | null;
+  renditions: WireRendition[];
+  ready_at: number | null;
   created_at: number;
+}
+
+export interface WireRendition {
+  name: string;
+  width: number;
+  height: number;
+  bitrate_kbps: number;
+  status: "pending" | "ready" | "failed";
 }
 
 export interface AssetPage {

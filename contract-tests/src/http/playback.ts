@@ -100,7 +100,8 @@ export const untilReady = async (
       await api.get<{ asset: WireAsset }>(`/v1/assets/${assetId}`, credentialOptions(credential)),
       200,
     ).body;
-    if (asset.status === "ready") return asset;
+    // Every rendition settled, so that what a test reads does not change under it.
+    if (asset.status === "ready" && asset.renditions.every((r) => r.status !== "pending")) return asset;
     if (asset.status === "failed") throw new Error(`asset ${assetId} failed: ${asset.failure_code}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }

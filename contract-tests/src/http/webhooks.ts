@@ -19,6 +19,7 @@ import {
   signUp,
   startUpload,
   type WireAsset,
+  type WireRendition,
   type WireUploadSession,
   withSubject,
 } from "./client.js";
@@ -47,7 +48,7 @@ interface WireEvent {
   type: string;
   created_at: number;
   tenant_id: string;
-  data: { asset: WireAsset; upload?: WireUploadSession };
+  data: { asset: WireAsset; upload?: WireUploadSession; rendition?: WireRendition };
 }
 
 const SECRET_FORM = /^whsec_[A-Za-z0-9+/]{43}=$/;
@@ -272,9 +273,19 @@ export const describeWebhooks = (makeSubject: MakeHttpSubject): void => {
         200,
       ).body;
 
-      const got = (await receiver.waitFor(all, 5)).map((r) => verified(everything.secret, r));
+      // The fake media processor plans 360p and 240p: ready at the first, complete at the second.
+      const got = (await receiver.waitFor(all, 8)).map((r) => verified(everything.secret, r));
       expect(got.map((e) => e.type).sort()).toEqual(
-        ["asset.created", "asset.processing", "asset.ready", "asset.uploaded", "upload.completed"].sort(),
+        [
+          "asset.created",
+          "asset.processing",
+          "asset.ready",
+          "asset.rendition.ready",
+          "asset.rendition.ready",
+          "asset.renditions_complete",
+          "asset.uploaded",
+          "upload.completed",
+        ].sort(),
       );
       const byType = new Map(got.map((e) => [e.type, e]));
       for (const event of got) {
@@ -285,7 +296,9 @@ export const describeWebhooks = (makeSubject: MakeHttpSubject): void => {
           tenant_id: account.tenant.id,
           data: event.type.startsWith("upload.")
             ? { upload: expect.any(Object), asset: expect.any(Object) }
-            : { asset: expect.any(Object) },
+            : event.type === "asset.rendition.ready"
+              ? { asset: expect.any(Object), rendition: expect.any(Object) }
+              : { asset: expect.any(Object) },
         });
       }
       expect(byType.get("asset.created")?.data.asset).toStrictEqual(asset);
@@ -307,7 +320,19 @@ export const describeWebhooks = (makeSubject: MakeHttpSubject): void => {
         await h.api.get<{ asset: WireAsset }>(`/v1/assets/${asset.id}`, credentialOptions(credential)),
         200,
       ).body.asset;
-      expect(byType.get("asset.ready")?.data.asset).toStrictEqual(final);
+      expect(final.renditions.map((r) => [r.name, r.status])).toEqual([
+        ["360p", "ready"],
+        ["240p", "ready"],
+      ]);
+      expect(final.ready_at).toEqual(expect.any(Number));
+      // Ready (playable) at the first rendition, the other still pending; complete with both.
+      expect(byType.get("asset.ready")?.data.asset).toStrictEqual({
+        ...final,
+        renditions: final.renditions.map((r) => (r.name === "240p" ? { ...r, status: "pending" } : r)),
+      });
+      expect(byType.get("asset.renditions_complete")?.data.asset).toStrictEqual(final);
+      const renditionEvents = got.filter((e) => e.type === "asset.rendition.ready");
+      expect(renditionEvents.map((e) => e.data.rendition)).toEqual(expect.arrayContaining(final.renditions));
 
       // The ready-only webhook got that one event, under its own secret, with the same event id.
       const [readyRequest] = await receiver.waitFor(readyOnly, 1);
@@ -321,12 +346,13 @@ export const describeWebhooks = (makeSubject: MakeHttpSubject): void => {
         h,
         credential,
         everything.webhook.id,
-        (rows) => rows.length === 5 && rows.every((d) => d.status === "succeeded"),
+        (rows) => rows.length === 8 && rows.every((d) => d.status === "succeeded"),
       );
+      expect(log.map((d) => d.event_id).sort()).toEqual(got.map((e) => e.id).sort());
       for (const d of log)
         expect(d).toStrictEqual({
           id: expect.any(String),
-          event_id: byType.get(d.event_type)?.id,
+          event_id: got.find((e) => e.id === d.event_id && e.type === d.event_type)?.id,
           event_type: d.event_type,
           status: "succeeded",
           attempts: 1,

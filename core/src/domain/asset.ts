@@ -26,6 +26,22 @@ export interface SourceMetadata {
   readonly source_bitrate_kbps: number | null;
 }
 
+export const renditionStatuses = ["pending", "ready", "failed"] as const;
+export type RenditionStatus = (typeof renditionStatuses)[number];
+
+/** A rendition of the asset's ladder as planned for its source (`bitrate_kbps`: the video's cap). */
+export interface RenditionPlan {
+  readonly name: string;
+  readonly width: number;
+  readonly height: number;
+  readonly bitrate_kbps: number;
+}
+
+/** A rendition and how far it is: `ready` once packaged and listed by the master playlist. */
+export interface AssetRendition extends RenditionPlan {
+  readonly status: RenditionStatus;
+}
+
 export interface Asset extends SourceMetadata {
   readonly id: string;
   readonly tenant_id: string;
@@ -37,6 +53,10 @@ export interface Asset extends SourceMetadata {
   readonly drm_enabled: boolean;
   readonly visibility: AssetVisibility;
   readonly published_at: number | null;
+  /** `[]` until processing has planned them; the order is the ladder's, tallest first. */
+  readonly renditions: ReadonlyArray<AssetRendition>;
+  /** When the asset became playable (its first rendition ready). */
+  readonly ready_at: number | null;
   readonly created_at: number;
 }
 
@@ -70,6 +90,8 @@ export const newAssetDraft = (input: {
   drm_enabled: input.drm ?? false,
   visibility: "private",
   published_at: null,
+  renditions: [],
+  ready_at: null,
   created_at: input.now,
 });
 
@@ -81,18 +103,38 @@ export type AssetEvent =
       readonly checksum_sha256: string | null;
     }
   | { readonly type: "processing_started" }
-  | { readonly type: "processing_succeeded"; readonly source: SourceMetadata }
+  /** The source probed and the ladder planned for it; renditions already settled keep their status. */
+  | {
+      readonly type: "renditions_planned";
+      readonly source: SourceMetadata;
+      readonly renditions: ReadonlyArray<RenditionPlan>;
+    }
+  /** A rendition packaged and listed: the first one makes the asset ready (playable). */
+  | { readonly type: "rendition_ready"; readonly name: string }
+  /** A rendition that could not be made while another one is (or will be) playable. */
+  | { readonly type: "rendition_failed"; readonly name: string }
   | {
       readonly type: "processing_failed";
       readonly failure_code: FailureCode;
       readonly source?: SourceMetadata;
     };
 
+const withRendition = (asset: Asset, name: string, status: RenditionStatus): Asset | undefined =>
+  asset.renditions.some((r) => r.name === name)
+    ? { ...asset, renditions: asset.renditions.map((r) => (r.name === name ? { ...r, status } : r)) }
+    : undefined;
+
+/** True while some rendition of the asset is still to be made. */
+export const hasPendingRenditions = (asset: Asset): boolean =>
+  asset.renditions.some((r) => r.status === "pending");
+
 /**
  * pending -> uploaded (origin facts filled, source_* still null) -> processing -> ready | failed.
- * A job picked up again after a crash may start processing an asset already in processing.
+ * The asset is ready at its first ready rendition; its other renditions settle (ready or failed)
+ * after that, the asset staying ready. A job picked up again after a crash may start processing
+ * an asset already in processing, or plan again one that is ready with renditions pending.
  */
-export const transitionAsset: Transition<Asset, AssetEvent> = (asset, event) => {
+export const transitionAsset: Transition<Asset, AssetEvent> = (asset, event, now) => {
   switch (event.type) {
     case "upload_completed":
       if (asset.status !== "pending") break;
@@ -105,12 +147,38 @@ export const transitionAsset: Transition<Asset, AssetEvent> = (asset, event) => 
     case "processing_started":
       if (asset.status !== "uploaded" && asset.status !== "processing") break;
       return Either.right({ ...asset, status: "processing" });
-    case "processing_succeeded":
-      if (asset.status !== "processing") break;
-      return Either.right({ ...asset, ...event.source, status: "ready", failure_code: null });
+    case "renditions_planned": {
+      if (asset.status !== "processing" && asset.status !== "ready") break;
+      const before = new Map(asset.renditions.map((r) => [r.name, r.status]));
+      return Either.right({
+        ...asset,
+        ...event.source,
+        renditions: event.renditions.map((r) => ({ ...r, status: before.get(r.name) ?? "pending" })),
+      });
+    }
+    case "rendition_ready": {
+      if (asset.status !== "processing" && asset.status !== "ready") break;
+      const next = withRendition(asset, event.name, "ready");
+      if (!next) break;
+      return Either.right(
+        asset.status === "ready" ? next : { ...next, status: "ready", failure_code: null, ready_at: now },
+      );
+    }
+    case "rendition_failed": {
+      if (asset.status !== "ready") break;
+      const next = withRendition(asset, event.name, "failed");
+      if (!next) break;
+      return Either.right(next);
+    }
     case "processing_failed":
       if (asset.status !== "uploaded" && asset.status !== "processing") break;
-      return Either.right({ ...asset, ...event.source, status: "failed", failure_code: event.failure_code });
+      return Either.right({
+        ...asset,
+        ...event.source,
+        status: "failed",
+        failure_code: event.failure_code,
+        renditions: asset.renditions.map((r) => (r.status === "pending" ? { ...r, status: "failed" } : r)),
+      });
   }
   return illegal("asset", asset.status, event.type);
 };

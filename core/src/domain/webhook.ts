@@ -4,6 +4,8 @@ export const webhookEventTypes = [
   "asset.uploaded",
   "asset.processing",
   "asset.ready",
+  "asset.rendition.ready",
+  "asset.renditions_complete",
   "asset.failed",
   "asset.updated",
   "asset.deleted",

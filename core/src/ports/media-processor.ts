@@ -49,6 +49,13 @@ export interface OutputFile {
   readonly body: ByteStream;
 }
 
+/** A rung planned for a source: the picture size it is encoded at. */
+export interface PlannedRendition {
+  readonly rendition: Rendition;
+  readonly width: number;
+  readonly height: number;
+}
+
 export interface PackagedOutput {
   /** Every file handed to `emit`, by path. */
   readonly files: ReadonlyArray<{
@@ -57,7 +64,8 @@ export interface PackagedOutput {
     readonly size: number;
   }>;
   readonly master: string;
-  readonly poster: string;
+  /** The poster's path, when this run made it (`shared`). */
+  readonly poster: string | undefined;
   /** The rungs actually produced. */
   readonly renditions: ReadonlyArray<Rendition>;
 }
@@ -77,6 +85,16 @@ export interface PackageOptions {
    * URI; neither playlists nor init segments carry the key itself.
    */
   readonly encryption?: Encryption;
+  /**
+   * Whether this run also emits what every rendition shares: the audio rendition and the poster.
+   * Default true; false for renditions added to an asset that has them already.
+   */
+  readonly shared?: boolean;
+  /**
+   * The master playlist already stored for the asset, if any: the one emitted lists its
+   * renditions and this run's (a rendition of the same name replaced).
+   */
+  readonly master?: string;
 }
 
 /**
@@ -94,15 +112,20 @@ export interface MediaRejected {
 export interface MediaProcessor {
   probe(input: MediaInput): Effect.Effect<ProbedSource, MediaRejected>;
   /**
-   * Transcodes the source into the rungs of `ladder` at or below its height, packages HLS
-   * (fMP4 segments of about 6 s, one media playlist per rendition, a master playlist) and a
-   * poster image, and hands every file to `emit`, each once, the master playlist last. Scratch
-   * files are removed whatever the outcome.
+   * The rungs of `ladder` this source gets, tallest first: those at or below its height, never
+   * above, each with its picture size. Pure; `package` makes the same for the same rungs.
+   */
+  plan(source: ProbedSource, ladder: ReadonlyArray<Rendition>): ReadonlyArray<PlannedRendition>;
+  /**
+   * Transcodes the source into `renditions` (rungs of a `plan`, one unit of work), packages HLS
+   * (fMP4 segments, one media playlist per rendition, with `shared` the audio rendition and a
+   * poster image) and hands every file to `emit`, each once, the master playlist last: it lists
+   * these renditions and those of `options.master`. Scratch files are removed whatever the outcome.
    */
   package(
     input: MediaInput,
     source: ProbedSource,
-    ladder: ReadonlyArray<Rendition>,
+    renditions: ReadonlyArray<Rendition>,
     emit: (file: OutputFile) => Effect.Effect<void, StorageError>,
     options?: PackageOptions,
   ): Effect.Effect<PackagedOutput, MediaRejected | StorageError>;

@@ -1,5 +1,5 @@
 import { Schema } from "effect";
-import { assetStatuses, assetVisibilities, failureCodes } from "../domain/asset.js";
+import { assetStatuses, assetVisibilities, failureCodes, renditionStatuses } from "../domain/asset.js";
 import { roles, scopes } from "../domain/scope.js";
 import { tenantPlans, tenantStatuses } from "../domain/tenant.js";
 import { deliveryStatuses, webhookEventTypes } from "../domain/webhook.js";
@@ -52,6 +52,14 @@ export const ApiKey = component("ApiKey", {
   created_at: EpochMs,
 });
 
+export const AssetRendition = component("AssetRendition", {
+  name: Schema.String,
+  width: Schema.Int,
+  height: Schema.Int,
+  bitrate_kbps: Schema.Int,
+  status: Schema.Literal(...renditionStatuses),
+});
+
 export const Asset = component("Asset", {
   id: Schema.String,
   title: Schema.String,
@@ -68,6 +76,8 @@ export const Asset = component("Asset", {
   drm_enabled: Schema.Boolean,
   visibility: AssetVisibility,
   published_at: Schema.NullOr(EpochMs),
+  renditions: Schema.Array(AssetRendition),
+  ready_at: Schema.NullOr(EpochMs),
   created_at: EpochMs,
 });
 

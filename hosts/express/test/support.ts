@@ -257,7 +257,7 @@ export const assetReads = (
     50,
   );
 
-/** Polls the asset until it leaves uploaded/processing. */
+/** Polls the asset until it is failed, or ready with no rendition pending. */
 export const settledAsset = async (
   url: string,
   auth: Record<string, string>,
@@ -267,7 +267,10 @@ export const settledAsset = async (
   const until = Date.now() + timeoutMs;
   for (;;) {
     const res = await call(url, `/v1/assets/${assetId}`, { headers: auth });
-    if (res.body.asset.status === "ready" || res.body.asset.status === "failed") return res.body.asset;
+    const { asset } = res.body;
+    // Ready is playable; settled is every rendition made (or failed) too.
+    const pending = (asset.renditions as Array<{ status: string }>).some((r) => r.status === "pending");
+    if ((asset.status === "ready" && !pending) || asset.status === "failed") return asset;
     if (Date.now() > until) throw new Error(`asset still ${res.body.asset.status} after ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 250));
   }
