@@ -33,6 +33,8 @@ const asset = {
   drm_enabled: false,
   visibility: "private",
   published_at: null,
+  renditions: [],
+  ready_at: null,
   created_at: 1,
 };
 const notFound = { error: "not_found", code: "not_found", message: "no such route" };
