@@ -88,15 +88,15 @@ describe.skipIf(databaseUrl === null)(
       expect(await migrate(a)).toEqual([]);
     });
 
-    it("migration 8 empties the Idempotency-Key records of version 7 and keys them by principal", async () => {
+    /** A fresh database as the given version left it, with one tenant, `tnt_1`. */
+    const atVersion = async (version: number) => {
       const schema = fresh();
       const db = connect(schema);
-      // The database as version 7 left it, with a record whose body holds a key in clear.
       await db.exec(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
       await db.exec(
         "CREATE TABLE vod_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
       );
-      for (const migration of migrations.filter((m) => m.version <= 7)) {
+      for (const migration of migrations.filter((m) => m.version <= version)) {
         await db.exec(migration.sql);
         await db.query("INSERT INTO vod_migrations (version, name) VALUES ($1, $2)", [
           migration.version,
@@ -106,6 +106,12 @@ describe.skipIf(databaseUrl === null)(
       await db.query(
         "INSERT INTO tenants (id, slug, name, plan, status, created_at) VALUES ('tnt_1', 'one', 'One', 'free', 'active', 1)",
       );
+      return db;
+    };
+
+    it("migration 8 empties the Idempotency-Key records of version 7 and keys them by principal", async () => {
+      // The database as version 7 left it, with a record whose body holds a key in clear.
+      const db = await atVersion(7);
       const insert = (columns: string, values: string) =>
         db.query(
           `INSERT INTO idempotency_keys (tenant_id, ${columns}key, fingerprint, status, body, locked_until, expires_at)
@@ -122,22 +128,7 @@ describe.skipIf(databaseUrl === null)(
     });
 
     it("migration 11 shows an asset made ready before it with no renditions and no ready_at", async () => {
-      const schema = fresh();
-      const db = connect(schema);
-      await db.exec(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
-      await db.exec(
-        "CREATE TABLE vod_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
-      );
-      for (const migration of migrations.filter((m) => m.version <= 10)) {
-        await db.exec(migration.sql);
-        await db.query("INSERT INTO vod_migrations (version, name) VALUES ($1, $2)", [
-          migration.version,
-          migration.name,
-        ]);
-      }
-      await db.query(
-        "INSERT INTO tenants (id, slug, name, plan, status, created_at) VALUES ('tnt_1', 'one', 'One', 'free', 'active', 1)",
-      );
+      const db = await atVersion(10);
       await db.query(
         `INSERT INTO assets (id, tenant_id, title, status, drm_enabled, visibility, created_at)
          VALUES ('ast_1', 'tnt_1', 'old', 'ready', false, 'private', 1)`,
