@@ -95,6 +95,3 @@ export const errorStatus: Record<VodErrorTag, number> = {
   PlaybackUnavailable: 503,
   InternalError: 500,
 };
-
-export const isVodError = (u: unknown): u is VodError =>
-  typeof u === "object" && u !== null && "_tag" in u && typeof u._tag === "string" && u._tag in errorCode;
