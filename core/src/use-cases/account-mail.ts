@@ -9,7 +9,7 @@ import type { Requests } from "../schema/index.js";
 import type { VodPorts } from "../tokens.js";
 import type { Forget, Principal } from "./authenticate.js";
 import { proveEmail } from "./email-proof.js";
-import { enforceRate, randomBase62, sha256Hex } from "./support.js";
+import { enforceRate, limitAuthByIp as limitByIp, randomBase62, sha256Hex } from "./support.js";
 
 type ResetInput = typeof Requests.PasswordResetBody.Type;
 
@@ -52,9 +52,7 @@ export const makeAccountMail = (ports: VodPorts, config: VodConfig, forget: Forg
 
   const limit = (key: string, rule: { limit: number; windowMs: number }) =>
     enforceRate(rateLimiter, key, rule, clock.now());
-  // The per-IP bucket of every unauthenticated auth route (signup, login, google, refresh).
-  const limitAuthByIp = (clientIp: string) =>
-    limit(`auth:ip:${clientIp}`, { limit: config.rateLimits.authPerIpPerMinute, windowMs: 60_000 });
+  const limitAuthByIp = (clientIp: string) => limitByIp(ports, config, clientIp);
   const mailRule = () => ({ limit: config.rateLimits.accountMailPerHour, windowMs: ONE_HOUR });
 
   /** POST /v1/auth/email/verify: a link to the user's own address. */

@@ -19,7 +19,7 @@ import type { VodPorts } from "../tokens.js";
 import type { AccessClaims, Forget, Principal } from "./authenticate.js";
 import { proveEmail } from "./email-proof.js";
 import { makeFailedLogins } from "./failed-logins.js";
-import { enforceRate, randomBase36, randomBase62, sha256Hex } from "./support.js";
+import { limitAuthByIp as limitByIp, randomBase36, randomBase62, sha256Hex } from "./support.js";
 
 type SignupInput = typeof Requests.SignupBody.Type;
 type LoginInput = typeof Requests.LoginBody.Type;
@@ -30,7 +30,7 @@ export interface SignedIn extends Resources.Tokens {
 }
 
 export const makeAccounts = (ports: VodPorts, config: VodConfig, forget: Forget) => {
-  const { clock, ids, storage, passwordHasher, tokenSigner, identityVerifier, rateLimiter } = ports;
+  const { clock, ids, storage, passwordHasher, tokenSigner, identityVerifier } = ports;
   const failedLogins = makeFailedLogins(ports, config);
 
   // Login answers "no such user" after as much hashing work as "wrong password" would cost.
@@ -101,13 +101,7 @@ export const makeAccounts = (ports: VodPorts, config: VodConfig, forget: Forget)
       };
     });
 
-  const limitAuthByIp = (clientIp: string) =>
-    enforceRate(
-      rateLimiter,
-      `auth:ip:${clientIp}`,
-      { limit: config.rateLimits.authPerIpPerMinute, windowMs: 60_000 },
-      clock.now(),
-    );
+  const limitAuthByIp = (clientIp: string) => limitByIp(ports, config, clientIp);
 
   const requireActiveTenant = (tenantId: string) =>
     Effect.flatMap(storage.tenants.get(tenantId), (tenant) =>

@@ -56,6 +56,16 @@ export const CREDENTIAL_CACHE_MS = 60_000;
 /** Principals a node keeps at most; the oldest goes first. */
 const CREDENTIAL_CACHE_ENTRIES = 10_000;
 
+/** Sets `key` as the newest entry of `map`, dropping the oldest past the cap (insertion order). */
+const putBounded = <K, V>(map: Map<K, V>, key: K, value: V) => {
+  map.delete(key);
+  map.set(key, value);
+  if (map.size > CREDENTIAL_CACHE_ENTRIES) {
+    const oldest = map.keys().next();
+    if (!oldest.done) map.delete(oldest.value);
+  }
+};
+
 interface Cached {
   readonly principal: Principal;
   readonly at: number;
@@ -124,13 +134,7 @@ export const makeCredentials = (
     return undefined;
   };
   const remember = (key: string, entry: Cached, since: number) => {
-    if (since !== generation) return;
-    cache.delete(key);
-    cache.set(key, entry);
-    if (cache.size > CREDENTIAL_CACHE_ENTRIES) {
-      const oldest = cache.keys().next();
-      if (!oldest.done) cache.delete(oldest.value);
-    }
+    if (since === generation) putBounded(cache, key, entry);
   };
 
   /** Drops what this node cached of the revocation's subject, then tells every node. */
@@ -164,14 +168,7 @@ export const makeCredentials = (
     const since = generation;
     return Effect.map(storage.tenants.get(tenantId), (tenant) => {
       const active = Option.isSome(tenant) && tenant.value.status === "active";
-      if (since === generation) {
-        tenantStatuses.delete(tenantId);
-        tenantStatuses.set(tenantId, { active, at: now });
-        if (tenantStatuses.size > CREDENTIAL_CACHE_ENTRIES) {
-          const oldest = tenantStatuses.keys().next();
-          if (!oldest.done) tenantStatuses.delete(oldest.value);
-        }
-      }
+      if (since === generation) putBounded(tenantStatuses, tenantId, { active, at: now });
       return active;
     });
   };

@@ -62,6 +62,22 @@ export const enforceRate = (
     decision.allowed ? Effect.void : Effect.fail(rateLimited(decision.retryAfterMs)),
   );
 
+/**
+ * The one per-client-IP bucket of every unauthenticated auth route (signup, login, google,
+ * refresh, and the account-mail routes): one count, whichever route spends it.
+ */
+export const limitAuthByIp = (
+  { rateLimiter, clock }: { readonly rateLimiter: RateLimiter; readonly clock: { now(): number } },
+  config: { readonly rateLimits: { readonly authPerIpPerMinute: number } },
+  clientIp: string,
+) =>
+  enforceRate(
+    rateLimiter,
+    `auth:ip:${clientIp}`,
+    { limit: config.rateLimits.authPerIpPerMinute, windowMs: 60_000 },
+    clock.now(),
+  );
+
 /** RateLimited with Retry-After in whole seconds, at least one. */
 export const rateLimited = (retryAfterMs: number) =>
   new RateLimited({
