@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { openContentKey, sealContentKey, wrapKey } from "../src/use-cases/content-keys.js";
+import { openContentKey, sealContentKey } from "../src/use-cases/content-keys.js";
+import { wrapKey } from "../src/use-cases/sealing.js";
 
 const random = (n: number) => new Uint8Array(randomBytes(n));
 

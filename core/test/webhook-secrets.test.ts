@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { wrapKey } from "../src/use-cases/content-keys.js";
+import { wrapKey } from "../src/use-cases/sealing.js";
 import { webhookSecrets } from "../src/use-cases/webhooks.js";
 
 const random = (n: number) => new Uint8Array(randomBytes(n));

@@ -1,28 +1,10 @@
-import { createCipheriv, createDecipheriv } from "node:crypto";
 import { Effect, Option } from "effect";
 import { InternalError } from "../errors.js";
 import type { Encryption } from "../ports/media-processor.js";
 import type { VodPorts } from "../tokens.js";
+import { unwrapKey, wrapKey } from "./sealing.js";
 
 const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString("hex");
-
-/** AES-256-GCM under the master key: base64url of iv (12 bytes), ciphertext, tag (16 bytes). */
-export const wrapKey = (masterKey: Uint8Array, key: Uint8Array, iv: Uint8Array, aad?: Uint8Array): string => {
-  const cipher = createCipheriv("aes-256-gcm", masterKey, iv);
-  if (aad) cipher.setAAD(aad);
-  const body = Buffer.concat([cipher.update(key), cipher.final()]);
-  return Buffer.concat([iv, body, cipher.getAuthTag()]).toString("base64url");
-};
-
-export const unwrapKey = (masterKey: Uint8Array, wrapped: string, aad?: Uint8Array): Uint8Array => {
-  const raw = Buffer.from(wrapped, "base64url");
-  const decipher = createDecipheriv("aes-256-gcm", masterKey, raw.subarray(0, 12));
-  if (aad) decipher.setAAD(aad);
-  decipher.setAuthTag(raw.subarray(raw.length - 16));
-  return new Uint8Array(
-    Buffer.concat([decipher.update(raw.subarray(12, raw.length - 16)), decipher.final()]),
-  );
-};
 
 /** Which asset of which tenant a content key belongs to. */
 export interface ContentKeyOwner {
