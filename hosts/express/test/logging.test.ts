@@ -27,6 +27,14 @@ const capturedLog = () => {
   };
 };
 
+/** POSTs JSON bodies to the host at `url`. */
+const postJson = (url: string) => (path: string, body: unknown) =>
+  fetch(`${url}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+
 it("keeps playback tokens out of logged paths", () => {
   expect(loggedPath("/v1/play/v1.aaa.bbb.ccc/720p/3.m4s")).toBe("/v1/play/[token]/720p/3.m4s");
   expect(loggedPath("/v1/assets/ast_1")).toBe("/v1/assets/ast_1");
@@ -122,12 +130,7 @@ it("writes account mail to the log at info when no VOD_SMTP_URL is set; its link
   );
   try {
     const email = `log-mail-${Date.now()}@example.com`;
-    const post = (path: string, body: unknown) =>
-      fetch(`${host.url}${path}`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify(body),
-      });
+    const post = postJson(host.url);
     expect((await post("/v1/auth/signup", { email, password: "secret horse battery" })).status).toBe(201);
     expect((await post("/v1/auth/password/forgot", { email })).status).toBe(202);
     const end = Date.now() + 10_000;
@@ -181,12 +184,7 @@ describe.skipIf(databaseUrl === null)(
           level: 40,
         });
         const email = `log-nomail-${Date.now()}@example.com`;
-        const post = (path: string, body: unknown) =>
-          fetch(`${host.url}${path}`, {
-            method: "POST",
-            headers: { "content-type": "application/json" },
-            body: JSON.stringify(body),
-          });
+        const post = postJson(host.url);
         expect((await post("/v1/auth/signup", { email, password: "secret horse battery" })).status).toBe(201);
         expect((await post("/v1/auth/password/forgot", { email })).status).toBe(202);
         const end = Date.now() + 15_000;
