@@ -15,6 +15,7 @@ export default defineConfig({
       "@vod/adapter-redis/testing": src("adapters/redis", "testing"),
       "@vod/adapter-filesystem/testing": src("adapters/filesystem", "testing"),
       "@vod/adapter-gcs/testing": src("adapters/gcs", "testing"),
+      "@vod/test-services/browser": src("test-services", "browser"),
       "@vod/core": src("core"),
       "@vod/adapter-memory": src("adapters/memory"),
       "@vod/adapter-postgres": src("adapters/postgres"),

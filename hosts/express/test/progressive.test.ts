@@ -9,6 +9,7 @@ import type { MediaProcessor } from "@vod/core";
 import type { RunningHost } from "@vod/host-express";
 import { Effect } from "effect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { gatedProcessor } from "./media-gate.js";
 import { suiteScratch } from "./suites.js";
 import { call, eventually, makeVideo, settledAsset, signUp, uploadAsset } from "./support.js";
 
@@ -28,49 +29,6 @@ interface Event {
     rendition?: Rendition;
   };
 }
-
-/**
- * Holds every run that adds renditions to a playable asset (`shared: false`) until released:
- * the test sees the asset between its first rendition and the others, whatever the timing.
- */
-const deferred = () => {
-  let resolve = () => {};
-  const promise = new Promise<void>((r) => {
-    resolve = r;
-  });
-  return { promise, resolve };
-};
-
-const gatedProcessor = (inner: MediaProcessor) => {
-  let reached = deferred();
-  let release = deferred();
-  const processor: MediaProcessor = {
-    probe: (input) => inner.probe(input),
-    plan: (source, ladder) => inner.plan(source, ladder),
-    package: (input, source, renditions, emit, options) =>
-      options?.shared === false
-        ? Effect.flatMap(
-            Effect.promise(() => {
-              reached.resolve();
-              return release.promise;
-            }),
-            () => inner.package(input, source, renditions, emit, options),
-          )
-        : inner.package(input, source, renditions, emit, options),
-  };
-  return {
-    processor,
-    /** Resolves once a run adding renditions is held. */
-    held: () => reached.promise,
-    /** Lets the held run go on, and holds the next one. */
-    open: () => {
-      const current = release;
-      reached = deferred();
-      release = deferred();
-      current.resolve();
-    },
-  };
-};
 
 const ffprobeStreams = async (url: string) =>
   (
