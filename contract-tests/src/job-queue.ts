@@ -1,4 +1,4 @@
-import type { Job, JobQueue, Worker } from "@vod/core";
+import { type Job, JobFailed, type JobQueue, type Worker } from "@vod/core";
 import { Effect } from "effect";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { uid } from "./fixtures.js";
@@ -50,7 +50,7 @@ export const describeJobQueue = (name: string, makeSubject: () => Promise<JobQue
     });
 
     const work = async (
-      handler: (job: Job<"process-asset">) => Effect.Effect<void, { _tag: "JobFailed"; message: string }>,
+      handler: (job: Job<"process-asset">) => Effect.Effect<void, JobFailed>,
       concurrency = 1,
     ) => {
       const worker = await Effect.runPromise(subject.queue.work("process-asset", { concurrency }, handler));
@@ -83,9 +83,7 @@ export const describeJobQueue = (name: string, makeSubject: () => Promise<JobQue
       await work((job) =>
         Effect.suspend(() => {
           record(job);
-          return job.attempt === 1
-            ? Effect.fail({ _tag: "JobFailed" as const, message: "transient" })
-            : Effect.void;
+          return job.attempt === 1 ? Effect.fail(new JobFailed({ message: "transient" })) : Effect.void;
         }),
       );
       await subject.enqueue(asset);
@@ -100,7 +98,7 @@ export const describeJobQueue = (name: string, makeSubject: () => Promise<JobQue
       await work((job) =>
         Effect.suspend(() => {
           record(job);
-          return Effect.fail({ _tag: "JobFailed" as const, message: "always" });
+          return Effect.fail(new JobFailed({ message: "always" }));
         }),
       );
       await subject.enqueue(asset);

@@ -3,7 +3,7 @@ import type { VodConfig } from "../config.js";
 import { type EmailToken, type EmailTokenPurpose, emailTokenLifetimeMs } from "../domain/email-token.js";
 import { normalizeEmail, publicUser } from "../domain/user.js";
 import { Conflict, InvalidRequest, type StorageError } from "../errors.js";
-import type { Job, JobFailed } from "../ports/job-queue.js";
+import { type Job, JobFailed } from "../ports/job-queue.js";
 import type { MailMessage } from "../ports/mailer.js";
 import type { Requests } from "../schema/index.js";
 import type { VodPorts } from "../tokens.js";
@@ -187,6 +187,6 @@ export const makeAccountMail = (ports: VodPorts, config: VodConfig, forget: Forg
   return { requestVerification, confirmEmail, forgotPassword, resetPassword, sendAccountMail };
 };
 
-const jobFailed = (message: string, cause?: unknown): JobFailed => ({ _tag: "JobFailed", message, cause });
+const jobFailed = (message: string, cause?: unknown): JobFailed => new JobFailed({ message, cause });
 
 export type AccountMail = ReturnType<typeof makeAccountMail>;
