@@ -36,7 +36,7 @@ const UNKNOWN = "";
 const BUSY = 16;
 
 /** A client's socket: pg's own, not typed. */
-export const socketOf = (client: pg.ClientBase): Partial<Writable> | undefined =>
+const socketOf = (client: pg.ClientBase): Partial<Writable> | undefined =>
   (client as unknown as { connection?: { stream?: Partial<Writable> } }).connection?.stream;
 
 /**

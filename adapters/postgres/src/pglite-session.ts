@@ -11,7 +11,7 @@ import {
 } from "./sql.js";
 import { neutralInTransaction, neutralSession } from "./tenancy.js";
 
-export const overPglite = (db: Pick<PGlite, "query" | "exec">): Queryable => ({
+const overPglite = (db: Pick<PGlite, "query" | "exec">): Queryable => ({
   query: async <R>(text: string, params?: ReadonlyArray<unknown>) => {
     if (params === undefined || params.length === 0) {
       // PGlite's extended protocol takes one statement; exec takes several.

@@ -154,7 +154,7 @@ export const rowForms = <L extends Layout>(layout: L) => {
  * of each range, a page holding hundreds); a text with any byte past 0x7f is decoded as UTF-8.
  * The substrings keep that string alive while the rows live.
  */
-export const decodeDataRows = (dataRows: Uint8Array, types: ReadonlyArray<number>): unknown[][] => {
+const decodeDataRows = (dataRows: Uint8Array, types: ReadonlyArray<number>): unknown[][] => {
   const view = new DataView(dataRows.buffer, dataRows.byteOffset, dataRows.byteLength);
   const bytes = Buffer.from(dataRows.buffer, dataRows.byteOffset, dataRows.byteLength);
   const latin1 = bytes.toString("latin1");

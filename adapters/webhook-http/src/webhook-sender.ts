@@ -29,7 +29,7 @@ export const isPublicAddress = (address: string): boolean =>
   ipaddr.isValid(address) && ipaddr.process(address).range() === "unicast";
 
 /** How much of a receiver's response body is read: only its status counts. */
-export const MAX_RESPONSE_BODY_BYTES = 64 * 1024;
+const MAX_RESPONSE_BODY_BYTES = 64 * 1024;
 
 const refused = (reason: string): UrlRefused => new UrlRefused({ reason });
 
