@@ -2,9 +2,11 @@ import { execFile } from "node:child_process";
 import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { ffmpegMediaProcessor } from "@vod/adapter-ffmpeg";
+import { ffmpegImageMaker, ffmpegMediaProcessor } from "@vod/adapter-ffmpeg";
 import { memoryObjectStore, memoryRevocationStore } from "@vod/adapter-memory";
+import type { ImageMaker } from "@vod/core";
 import type { RunningHost } from "@vod/host-express";
+import { Effect } from "effect";
 import { beforeAll, describe, expect, it } from "vitest";
 import { suiteScratch } from "./suites.js";
 import { call, makeVideo, settledAsset, signUp, uploadAsset } from "./support.js";
@@ -88,6 +90,48 @@ const webpCanvas = (bytes: Buffer) => {
   };
 };
 
+/**
+ * ffmpeg's image maker with a gate a test may close: a call then waits at it (counted as
+ * `entered`) until the test opens it. `maxAtOnce` is the most calls seen running together.
+ */
+const gatedMaker = (inner: ImageMaker) => {
+  let open: Promise<void> = Promise.resolve();
+  let release = () => {};
+  let entered = 0;
+  let running = 0;
+  let maxAtOnce = 0;
+  const gate = <A, E>(work: () => Effect.Effect<A, E>) =>
+    Effect.acquireUseRelease(
+      Effect.sync(() => {
+        entered++;
+        running++;
+        maxAtOnce = Math.max(maxAtOnce, running);
+      }),
+      () =>
+        Effect.zipRight(
+          Effect.promise(() => open),
+          work(),
+        ),
+      () => Effect.sync(() => running--),
+    );
+  const maker: ImageMaker = {
+    frame: (source, request) => gate(() => inner.frame(source, request)),
+    animated: (source, request) => gate(() => inner.animated(source, request)),
+    sprite: (source, request) => gate(() => inner.sprite(source, request)),
+  };
+  return {
+    maker,
+    close: () => {
+      open = new Promise((resolve) => {
+        release = resolve;
+      });
+    },
+    open: () => release(),
+    entered: () => entered,
+    maxAtOnce: () => maxAtOnce,
+  };
+};
+
 interface Cue {
   readonly start: number;
   readonly end: number;
@@ -134,15 +178,18 @@ describe("images made on request: thumbnails, animated previews, storyboards of 
   let source: string;
   let clearAsset: string;
   let drmAsset: string;
+  const gated = gatedMaker(ffmpegImageMaker());
 
   beforeAll(async () => {
     dir = await scratch.dir();
     host = await scratch.memoryHost(
-      { VOD_DATA_DIR: dir, VOD_LOG_LEVEL: "silent" },
+      // One image made at a time, one more waiting: the bound's test below fills both.
+      { VOD_DATA_DIR: dir, VOD_LOG_LEVEL: "silent", VOD_IMAGE_CONCURRENCY: "1", VOD_IMAGE_MAX_WAITING: "1" },
       {
         objectStore: memoryObjectStore(),
         revocationStore: memoryRevocationStore(),
         mediaProcessor: ffmpegMediaProcessor(),
+        imageMaker: gated.maker,
       },
       { retryDelayMs: 200 },
     );
@@ -420,6 +467,28 @@ describe("images made on request: thumbnails, animated previews, storyboards of 
     expect(sprite.res.status).toBe(200);
     const probed = await probe(sprite.path);
     for (const cue of vtt) expect(cue.x + cue.w).toBeLessThanOrEqual(probed.width);
+  }, 60_000);
+
+  it("makes one image at a time on this node, lets one more wait, and refuses the next with 429", async () => {
+    const { urls } = await session(clearAsset);
+    const base = urls.manifest?.replace(/master\.m3u8$/, "") as string;
+    gated.close();
+    const entered = gated.entered();
+    const first = fetch(`${base}thumbnail.jpg?time=1.5`);
+    while (gated.entered() === entered) await new Promise((resolve) => setTimeout(resolve, 10));
+    // The first is being made; of two more, one waits for its turn and one is refused at once.
+    const others = [fetch(`${base}thumbnail.jpg?time=2.5`), fetch(`${base}thumbnail.jpg?time=3.5`)];
+    const refused = await Promise.race(others);
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get("retry-after")).toBe("1");
+    expect(((await refused.json()) as { code: string }).code).toBe("rate_limited");
+    expect(gated.entered()).toBe(entered + 1);
+    gated.open();
+    expect((await first).status).toBe(200);
+    const statuses = (await Promise.all(others)).map((r) => r.status).sort();
+    expect(statuses).toEqual([200, 429]);
+    expect(gated.entered()).toBe(entered + 2);
+    expect(gated.maxAtOnce()).toBe(1);
   }, 60_000);
 
   it("refuses a forged or ended token with 401, before any image is made", async () => {
