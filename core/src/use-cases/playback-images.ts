@@ -283,11 +283,24 @@ export const makePlaybackImages = (ports: VodPorts, config: VodConfig, verify: V
         : Effect.fail(new NotFound({ message: "no such file" })),
     );
 
-  const pictureOrFail = (asset: Asset) => {
-    const picture = pictureOf(asset);
-    return picture
-      ? Effect.succeed(picture)
-      : Effect.fail(new NotFound({ message: "the asset has no picture to make images of" }));
+  // The source's size and duration never change once an asset is ready, and a deleted asset's
+  // tokens are revoked: kept per asset, so that an image already stored is answered without
+  // reading the asset. Bounded: cleared when it grows past the cap.
+  const pictures = new Map<string, Picture>();
+  const PICTURES_CAP = 10_000;
+
+  /** The asset's picture, from what is kept or from the asset. */
+  const pictureFor = (claims: PlaybackClaims) => {
+    const kept = pictures.get(claims.assetId);
+    if (kept) return Effect.succeed(kept);
+    return Effect.flatMap(readyAsset(claims), (asset) => {
+      const picture = pictureOf(asset);
+      if (!picture)
+        return Effect.fail(new NotFound({ message: "the asset has no picture to make images of" }));
+      if (pictures.size >= PICTURES_CAP) pictures.clear();
+      pictures.set(claims.assetId, picture);
+      return Effect.succeed(picture);
+    });
   };
 
   /** Answers the stored image the way every playback file is answered: whole, by range, or a redirect. */
@@ -377,10 +390,11 @@ export const makePlaybackImages = (ports: VodPorts, config: VodConfig, verify: V
       ? Effect.succeed(ports.imageMaker)
       : Effect.fail(new PlaybackUnavailable({ message: "images are not configured on this node" }));
 
-  /** Runs `job` for `asset` under the node's bound and stores the result at `key`. */
-  const make = (asset: Asset, job: Job, key: string): Effect.Effect<void, ImageError> =>
+  /** Runs `job` for the claims' asset and stores the result at `key`. */
+  const make = (claims: PlaybackClaims, job: Job, key: string): Effect.Effect<void, ImageError> =>
     Effect.gen(function* () {
       const maker = yield* makerOrFail();
+      const asset = yield* readyAsset(claims);
       const begun = clock.now();
       const want = job.kind === "storyboard" ? job.plan.tile : job.box;
       const [from, to] =
@@ -458,13 +472,13 @@ export const makePlaybackImages = (ports: VodPorts, config: VodConfig, verify: V
     });
 
   /** The stored image of `job`, made first if it is not stored yet. */
-  const image = (claims: PlaybackClaims, asset: Asset, job: Job, range?: RequestedRange) =>
+  const image = (claims: PlaybackClaims, job: Job, range?: RequestedRange) =>
     Effect.gen(function* () {
       const key = renditionKey(claims.tenantId, claims.assetId, imageName(job));
       const contentType = IMAGE_MEDIA_TYPES[job.format];
       const stored = yield* deliver(key, claims, contentType, range);
       if (Option.isSome(stored)) return stored.value;
-      yield* once(key, make(asset, job, key));
+      yield* once(key, make(claims, job, key));
       const made = yield* deliver(key, claims, contentType, range);
       if (Option.isSome(made)) return made.value;
       return yield* Effect.fail(new InternalError({ message: "a made image was not found in the store" }));
@@ -479,26 +493,19 @@ export const makePlaybackImages = (ports: VodPorts, config: VodConfig, verify: V
   const thumbnail = (token: string, format: StillFormat, query: ThumbnailQuery, range?: RequestedRange) =>
     Effect.gen(function* () {
       const claims = yield* verify(token);
-      const asset = yield* readyAsset(claims);
-      const picture = yield* pictureOrFail(asset);
+      const picture = yield* pictureFor(claims);
       const at = query.time ?? picture.durationSeconds / 2;
       yield* checkTime("time", at, picture);
       const sized = thumbnailBox(picture, query);
       if (sized instanceof InvalidRequest) return yield* Effect.fail(sized);
-      return yield* image(
-        claims,
-        asset,
-        { kind: "thumbnail", at, box: sized.box, fit: sized.fit, format },
-        range,
-      );
+      return yield* image(claims, { kind: "thumbnail", at, box: sized.box, fit: sized.fit, format }, range);
     });
 
   /** `animated.{gif|webp}`: `start` to `end` (at most 10 s; default 0 to 5 s), `width` wide, at `fps`. */
   const animated = (token: string, format: AnimatedFormat, query: AnimatedQuery, range?: RequestedRange) =>
     Effect.gen(function* () {
       const claims = yield* verify(token);
-      const asset = yield* readyAsset(claims);
-      const picture = yield* pictureOrFail(asset);
+      const picture = yield* pictureFor(claims);
       const start = query.start ?? 0;
       yield* checkTime("start", start, picture);
       const end = query.end ?? Math.min(start + IMAGE_LIMITS.animatedDefaultSeconds, picture.durationSeconds);
@@ -511,6 +518,15 @@ export const makePlaybackImages = (ports: VodPorts, config: VodConfig, verify: V
         return yield* Effect.fail(
           field("end", `must be at most ${IMAGE_LIMITS.animatedMaxSeconds} s after start`),
         );
+      const fps = query.fps ?? IMAGE_LIMITS.animatedDefaultFps;
+      // At least one frame: a span shorter than a frame's time encodes nothing.
+      if (end - start < 1 / fps)
+        return yield* Effect.fail(
+          field(
+            query.end === undefined ? "start" : "end",
+            `the clip must last at least one frame (${1 / fps} s at ${fps} fps)`,
+          ),
+        );
       const maxWidth = Math.min(picture.width, IMAGE_LIMITS.animatedMaxWidth);
       if (query.width !== undefined && query.width > maxWidth)
         return yield* Effect.fail(
@@ -518,30 +534,22 @@ export const makePlaybackImages = (ports: VodPorts, config: VodConfig, verify: V
         );
       const width = even(query.width ?? Math.min(IMAGE_LIMITS.animatedDefaultWidth, maxWidth));
       const box = { width, height: even((width * picture.height) / picture.width) };
-      const fps = query.fps ?? IMAGE_LIMITS.animatedDefaultFps;
-      return yield* image(claims, asset, { kind: "animated", start, end, box, fps, format }, range);
+      return yield* image(claims, { kind: "animated", start, end, box, fps, format }, range);
     });
 
   /** `storyboard.{jpg|webp}`: the sprite sheet its VTT points into. */
   const storyboard = (token: string, format: StillFormat, range?: RequestedRange) =>
     Effect.gen(function* () {
       const claims = yield* verify(token);
-      const asset = yield* readyAsset(claims);
-      const picture = yield* pictureOrFail(asset);
-      return yield* image(
-        claims,
-        asset,
-        { kind: "storyboard", plan: storyboardPlan(picture), format },
-        range,
-      );
+      const picture = yield* pictureFor(claims);
+      return yield* image(claims, { kind: "storyboard", plan: storyboardPlan(picture), format }, range);
     });
 
   /** `storyboard.vtt`: made from the asset's facts alone, no decoding. */
   const storyboardCues = (token: string, range?: RequestedRange) =>
     Effect.gen(function* () {
       const claims = yield* verify(token);
-      const asset = yield* readyAsset(claims);
-      const picture = yield* pictureOrFail(asset);
+      const picture = yield* pictureFor(claims);
       const bytes = new TextEncoder().encode(storyboardVtt(storyboardPlan(picture), "storyboard.jpg"));
       const size = bytes.byteLength;
       const wanted = range?.(size);
