@@ -194,13 +194,17 @@ export const ffmpegImageMaker = (config: FfmpegImageConfig = {}): ImageMaker => 
                   "-f",
                   "webp",
                 ];
-          const bytes = yield* ffmpeg(
-            [
-              ...inputArgs(from, seek(from, startSeconds)),
-              ...["-map", "0:V:0", "-an", "-t", (endSeconds - startSeconds).toFixed(3), ...encode],
-            ],
-            out,
-          );
+          const clip = (at: number) =>
+            ffmpeg(
+              [
+                ...inputArgs(from, seek(from, at)),
+                ...["-map", "0:V:0", "-an", "-t", (endSeconds - startSeconds).toFixed(3), ...encode],
+              ],
+              out,
+            );
+          // A span after the last frame (the container's duration runs past it): the same length
+          // a second earlier, rather than nothing.
+          const bytes = (yield* clip(startSeconds)) ?? (yield* clip(Math.max(0, startSeconds - 1)));
           return yield* made(bytes, "animation");
         }),
       ),

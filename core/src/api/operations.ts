@@ -588,8 +588,9 @@ const imageOperation = <Q, QE>(
     cors: PLAY_CORS,
     input: Schema.Struct({ params: Rq.PlayTokenParams, query }),
     output: null,
-    // Too many images being made on this node at once: 429 with Retry-After.
-    errors: ["Forbidden", "PlaybackUnavailable", "RateLimited"],
+    // Too many images being made on this node at once: 429 with Retry-After. A protected
+    // asset's origin too large to copy where it cannot be read in place: 409.
+    errors: ["Forbidden", "PlaybackUnavailable", "RateLimited", "Conflict"],
     run: (vod, input, call) => run(vod, input.params.token, input.query, call),
     reply: { kind: { kind: "file", mediaTypes: [mediaType] }, of: (file, vod) => fileReply(file, vod) },
   });

@@ -3,6 +3,7 @@ import type { VodConfig } from "../config.js";
 import type { Asset, AssetRendition } from "../domain/asset.js";
 import { originKey, renditionKey } from "../domain/object-keys.js";
 import {
+  Conflict,
   InternalError,
   InvalidRequest,
   NotFound,
@@ -36,6 +37,9 @@ export const IMAGE_LIMITS = {
   animatedDefaultFps: 15,
   storyboardMaxTiles: 100,
 } as const;
+
+/** A DRM asset's origin copied to scratch space for each image made: at most this large. */
+const MAX_COPIED_ORIGIN_BYTES = 512 * 1024 * 1024;
 
 /** Tiles of a storyboard: this wide (no wider than the source), ten to a row. */
 const STORYBOARD_TILE_WIDTH = 160;
@@ -82,6 +86,7 @@ export type ImageFile =
     };
 
 type ImageError =
+  | Conflict
   | InvalidRequest
   | NotFound
   | PlaybackUnavailable
@@ -357,6 +362,16 @@ export const makePlaybackImages = (ports: VodPorts, config: VodConfig, verify: V
             kind: "url",
             url: yield* store.deliveryUrl(key, clock.now() + 600_000),
           } satisfies ImageSource;
+        // Copied whole for each image made: refused past a size where that costs more than the
+        // image is worth (a bucket in redirect delivery, or the filesystem, reads it in place).
+        const origin = yield* store.head(key);
+        if (Option.isSome(origin) && origin.value.size > MAX_COPIED_ORIGIN_BYTES)
+          return yield* Effect.fail(
+            new Conflict({
+              message: "images of this protected asset cannot be made where its origin would be copied whole",
+              details: { reason: "origin_too_large_to_copy" },
+            }),
+          );
         return { kind: "bytes", open: opener(key) } satisfies ImageSource;
       }
       const rendition = renditionFor(asset, want);
