@@ -194,11 +194,16 @@ export const ffmpegImageMaker = (config: FfmpegImageConfig = {}): ImageMaker => 
                   "-f",
                   "webp",
                 ];
+          // Counted in frames, not cut by time: a span shorter than the source's own frame
+          // interval still holds one. The input is read a second past the span, no further (the
+          // GIF palette is made when the input ends).
+          const span = endSeconds - startSeconds;
+          const frames = Math.max(1, Math.round(span * fps));
           const clip = (at: number) =>
             ffmpeg(
               [
-                ...inputArgs(from, seek(from, at)),
-                ...["-map", "0:V:0", "-an", "-t", (endSeconds - startSeconds).toFixed(3), ...encode],
+                ...inputArgs(from, [...seek(from, at), "-t", (span + 1).toFixed(3)]),
+                ...["-map", "0:V:0", "-an", "-frames:v", String(frames), ...encode],
               ],
               out,
             );
