@@ -20,8 +20,13 @@ const readSource = (source: ImageSource): Effect.Effect<number, NotFound | Stora
     );
   switch (source.kind) {
     case "segments":
-      return Effect.map(Effect.forEach([source.init, ...source.segments], drain), (sizes) =>
-        sizes.reduce((a, b) => a + b, 0),
+      return Effect.map(
+        Effect.forEach([source.init, ...source.segments], (media) =>
+          "path" in media
+            ? Effect.promise(() => readFile(media.path).then((b) => b.byteLength))
+            : drain(media.open),
+        ),
+        (sizes) => sizes.reduce((a, b) => a + b, 0),
       );
     case "bytes":
       return drain(source.open);

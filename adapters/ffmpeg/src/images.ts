@@ -110,12 +110,14 @@ export const ffmpegImageMaker = (config: FfmpegImageConfig = {}): ImageMaker => 
         });
       }
       case "segments": {
-        const files = [source.init, ...source.segments].map((open, i) => ({
-          open,
-          path: join(dir, `${i}.mp4`),
-        }));
+        // Local files are read in place; the others fetched into scratch space first.
+        const files = [source.init, ...source.segments].map((media, i) =>
+          "path" in media
+            ? { path: media.path, open: undefined }
+            : { path: join(dir, `${i}.mp4`), open: media.open },
+        );
         return Effect.as(
-          Effect.forEach(files, (f) => fetchTo(f.open, f.path), {
+          Effect.forEach(files, (f) => (f.open ? fetchTo(f.open, f.path) : Effect.void), {
             concurrency: fetchConcurrency,
             discard: true,
           }),

@@ -80,10 +80,11 @@ describe("ffmpegImageMaker on packaged renditions", () => {
     Effect.runPromise(maker.frame(source, { atSeconds, box, fit: "preserve", format }));
 
   it("finds the very frame at a time in the one segment holding it, as in the whole rendition", async () => {
+    // The init segment fetched, the media segment read in place: both kinds of stored media.
     const third: ImageSource = {
       kind: "segments",
-      init: open(rendition.init),
-      segments: [open(rendition.segments[2] as string)],
+      init: { open: open(rendition.init) },
+      segments: [{ path: rendition.segments[2] as string }],
     };
     const fromSegment = await pictureMd5(await frameOf(third, 12.5), dir, "seg-12.5.png");
     const reference = join(dir, "reference-12.5.png");
@@ -118,8 +119,8 @@ describe("ffmpegImageMaker on packaged renditions", () => {
   it("answers the last frame for a time between it and the end, rather than nothing", async () => {
     const last: ImageSource = {
       kind: "segments",
-      init: open(rendition.init),
-      segments: [open(rendition.segments[2] as string)],
+      init: { open: open(rendition.init) },
+      segments: [{ open: open(rendition.segments[2] as string) }],
     };
     const bytes = await frameOf(last, 13.999, "jpg");
     expect(await dimensions(bytes, dir, "last.jpg")).toEqual({
@@ -156,8 +157,8 @@ describe("ffmpegImageMaker on packaged renditions", () => {
   it("lays a sprite out as asked: tiles across, rows down, from keyframes of every segment", async () => {
     const all: ImageSource = {
       kind: "segments",
-      init: open(rendition.init),
-      segments: rendition.segments.map(open),
+      init: { path: rendition.init },
+      segments: rendition.segments.map((path) => ({ path })),
     };
     const sprite = await Effect.runPromise(
       maker.sprite(all, {

@@ -6,15 +6,22 @@ import type { ByteStream } from "./object-store.js";
 /** Opens one stored object's bytes, when the image maker reads it. */
 export type OpenBytes = () => Effect.Effect<ByteStream, NotFound | StorageError>;
 
+/** A stored object: a local file the tool may read in place, or bytes it fetches first. */
+export type StoredMedia = { readonly path: string } | { readonly open: OpenBytes };
+
 /**
  * What an image is made from:
  * - `segments`: a stretch of one stored fMP4 rendition: its init segment and consecutive media
- *   segments, whose own timestamps are the asset's times (what is fetched is only these);
+ *   segments, whose own timestamps are the asset's times (what is read is only these);
  * - `source`: a whole media file (the origin), as a local path, a URL the tool may read with
  *   range requests, or bytes to copy to scratch space first.
  */
 export type ImageSource =
-  | { readonly kind: "segments"; readonly init: OpenBytes; readonly segments: ReadonlyArray<OpenBytes> }
+  | {
+      readonly kind: "segments";
+      readonly init: StoredMedia;
+      readonly segments: ReadonlyArray<StoredMedia>;
+    }
   | { readonly kind: "path"; readonly path: string }
   | { readonly kind: "url"; readonly url: string }
   | { readonly kind: "bytes"; readonly open: OpenBytes };

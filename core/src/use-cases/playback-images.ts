@@ -19,6 +19,7 @@ import type {
   ImageSource,
   OpenBytes,
   StillFormat,
+  StoredMedia,
 } from "../ports/image-maker.js";
 import type { MediaRejected } from "../ports/media-processor.js";
 import type { VodPorts } from "../tokens.js";
@@ -345,6 +346,9 @@ export const makePlaybackImages = (ports: VodPorts, config: VodConfig, verify: V
     (key: string): OpenBytes =>
     () =>
       store.get(key);
+  /** A stored object as the maker reads it: in place where the store has local files, else fetched. */
+  const stored = (key: string): StoredMedia =>
+    store.localPath ? { path: store.localPath(key) } : { open: opener(key) };
 
   /**
    * Where the maker reads: for a clear asset, the init segment and the media segments of the
@@ -395,8 +399,8 @@ export const makePlaybackImages = (ports: VodPorts, config: VodConfig, verify: V
       const segments = covering.length > 0 ? covering : [last];
       return {
         kind: "segments",
-        init: opener(renditionKey(asset.tenant_id, asset.id, playlist.init)),
-        segments: segments.map((s) => opener(renditionKey(asset.tenant_id, asset.id, s.path))),
+        init: stored(renditionKey(asset.tenant_id, asset.id, playlist.init)),
+        segments: segments.map((s) => stored(renditionKey(asset.tenant_id, asset.id, s.path))),
       } satisfies ImageSource;
     });
 
