@@ -1,4 +1,5 @@
 export type * from "./backdoor.js";
+export { fakeImageMaker } from "./fake-image-maker.js";
 export * from "./fixtures.js";
 export * from "./fuzz/index.js";
 export * from "./http/index.js";

@@ -38,5 +38,5 @@ export const testHostEnv = (
   VOD_GOOGLE_CLIENT_ID: google.clientId,
   VOD_GOOGLE_CERTS_URL: google.certsUrl,
   VOD_TRUST_PROXY: "1",
-  VOD_LOG_LEVEL: "silent",
+  VOD_LOG_LEVEL: process.env.VOD_TEST_LOG_LEVEL ?? "silent",
 });

@@ -26,6 +26,7 @@ import {
 import { postgresBackdoor, postgresTelemetryBackdoor } from "@vod/adapter-postgres/testing";
 import { redisBackdoor } from "@vod/adapter-redis/testing";
 import {
+  fakeImageMaker,
   fakeMediaProcessor,
   type HttpSubject,
   type MakeHttpSubject,
@@ -123,6 +124,7 @@ const startOnMemory = async (config: HostConfig, clock: ManualClock, objectStore
     // Without a worker (the default here) enqueued jobs stay in the state, for the backdoor.
     jobQueue: memoryJobQueue(storage, { retryDelayMs: 100 }),
     mediaProcessor: fakeMediaProcessor(),
+    imageMaker: fakeImageMaker(),
     revocationStore: memoryRevocationStore(),
     telemetrySink,
     clock,
@@ -225,7 +227,11 @@ export const postgresSubject = (
         : {}),
     }),
     async (config, clock, dataDir) => {
-      const host = await startHost(config, { clock, mediaProcessor: fakeMediaProcessor() });
+      const host = await startHost(config, {
+        clock,
+        mediaProcessor: fakeMediaProcessor(),
+        imageMaker: fakeImageMaker(),
+      });
       const reads = postgresReads(url, config.database.schema ?? "");
       const redisUrl = config.redis.url;
       return {
@@ -288,6 +294,7 @@ export const pgliteSubject = (): MakeHttpSubject => {
         revocationStore: postgresRevocationStore(db),
         telemetrySink: postgresTelemetrySink(db),
         mediaProcessor: fakeMediaProcessor(),
+        imageMaker: fakeImageMaker(),
         clock,
       }).catch(async (error: unknown) => {
         await boss.close();

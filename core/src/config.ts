@@ -43,6 +43,13 @@ export interface VodConfig {
      */
     readonly maxRunMs: number;
   };
+  /** Images made on request (thumbnails, animated previews, storyboards), per node. */
+  readonly images: {
+    /** How many this node makes at once. */
+    readonly concurrency: number;
+    /** How many more wait for a turn; past that a request is refused with 429 and Retry-After. */
+    readonly maxWaiting: number;
+  };
   readonly webhooks: {
     /** Wait before the second attempt of a delivery; doubled for each further one. */
     readonly retryBaseMs: number;
@@ -98,6 +105,7 @@ export const defaultConfig = (secrets: {
   drmMasterKey: secrets.drmMasterKey,
   keySystems: {},
   processing: { maxSourceDurationMs: 6 * 60 * 60 * 1000, maxAttempts: 3, maxRunMs: 12 * 60 * 60 * 1000 },
+  images: { concurrency: 2, maxWaiting: 32 },
   webhooks: { retryBaseMs: 30_000, retryForMs: 24 * 60 * 60 * 1000 },
   quotas: { activeApiKeysPerTenant: 200, webhooksPerTenant: 20 },
   rateLimits: defaultRateLimits,

@@ -18,6 +18,7 @@ export const resolvePorts = (ctx: ResolutionContext): VodPorts => ({
   telemetrySink: ctx.get(Tokens.TelemetrySink),
   jobQueue: ctx.get(Tokens.JobQueue, { optional: true }),
   mediaProcessor: ctx.get(Tokens.MediaProcessor, { optional: true }),
+  imageMaker: ctx.get(Tokens.ImageMaker, { optional: true }),
   metrics: ctx.get(Tokens.Metrics, { optional: true }),
   webhookSender: ctx.get(Tokens.WebhookSender, { optional: true }),
   mailer: ctx.get(Tokens.Mailer, { optional: true }),

@@ -1,6 +1,7 @@
 import type { Clock } from "./ports/clock.js";
 import type { IdentityVerifier } from "./ports/identity-verifier.js";
 import type { Ids } from "./ports/ids.js";
+import type { ImageMaker } from "./ports/image-maker.js";
 import type { JobQueue } from "./ports/job-queue.js";
 import type { Mailer } from "./ports/mailer.js";
 import type { MediaProcessor } from "./ports/media-processor.js";
@@ -29,6 +30,7 @@ export const Tokens = {
   ObjectStore: Symbol.for("vod.ObjectStore"),
   JobQueue: Symbol.for("vod.JobQueue"),
   MediaProcessor: Symbol.for("vod.MediaProcessor"),
+  ImageMaker: Symbol.for("vod.ImageMaker"),
   RevocationStore: Symbol.for("vod.RevocationStore"),
   RevocationFeed: Symbol.for("vod.RevocationFeed"),
   TelemetrySink: Symbol.for("vod.TelemetrySink"),
@@ -60,6 +62,8 @@ export interface VodPorts {
   readonly jobQueue?: JobQueue | undefined;
   /** Only processes that run processing jobs need it. */
   readonly mediaProcessor?: MediaProcessor | undefined;
+  /** Only processes that serve the media app need it: images are made there on request. */
+  readonly imageMaker?: ImageMaker | undefined;
   /** What operators see of the platform's work; absent, nothing is counted. */
   readonly metrics?: Metrics | undefined;
   /** Checks webhook URLs and sends events; absent, webhooks cannot be created or delivered. */

@@ -11,7 +11,10 @@ import { makeTenants } from "./use-cases/tenants.js";
 import { makeUploads } from "./use-cases/uploads.js";
 import { makeWebhooks } from "./use-cases/webhooks.js";
 
-export type VodConfigInput = Partial<Omit<VodConfig, "rateLimits" | "processing" | "webhooks" | "quotas">> & {
+export type VodConfigInput = Partial<
+  Omit<VodConfig, "rateLimits" | "processing" | "webhooks" | "quotas" | "images">
+> & {
+  readonly images?: Partial<VodConfig["images"]>;
   readonly rateLimits?: Partial<VodConfig["rateLimits"]>;
   readonly quotas?: Partial<VodConfig["quotas"]>;
   readonly processing?: Partial<VodConfig["processing"]>;
@@ -48,6 +51,7 @@ export const resolveConfig = (ports: VodPorts, input: VodConfigInput = {}): VodC
     rateLimits: { ...base.rateLimits, ...input.rateLimits },
     processing: { ...base.processing, ...input.processing },
     webhooks: { ...base.webhooks, ...input.webhooks },
+    images: { ...base.images, ...input.images },
     quotas: { ...base.quotas, ...input.quotas },
   };
 };

@@ -120,7 +120,7 @@ const sweepScratch = async (parent: string): Promise<string[]> => {
 };
 
 /** Each job's scratch directory, removed when the job ends; the first one sweeps dead workers' first. */
-const scratchSpace = (parent: string) => {
+export const scratchSpace = (parent: string) => {
   let swept: Promise<unknown> | undefined;
   return <A, E>(use: (dir: string) => Effect.Effect<A, E>): Effect.Effect<A, E | MediaRejectedError> =>
     Effect.acquireUseRelease(

@@ -1,4 +1,4 @@
-import type { AccountMailResult, Metrics, ProcessingEnd, WebhookDeliveryResult } from "@vod/core";
+import type { AccountMailResult, ImageKind, Metrics, ProcessingEnd, WebhookDeliveryResult } from "@vod/core";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 
 /** What the Redis adapter has seen of Redis (`RedisAdapters.health()`), read at each scrape. */
@@ -37,6 +37,7 @@ const METHODS: ReadonlySet<string> = new Set(["GET", "HEAD", "POST", "PUT", "PAT
 const PROCESSING_ENDS: ReadonlyArray<ProcessingEnd> = ["ready", "failed", "skipped", "retry", "released"];
 const WEBHOOK_RESULTS: ReadonlyArray<WebhookDeliveryResult> = ["succeeded", "retrying", "failed"];
 const MAIL_RESULTS: ReadonlyArray<AccountMailResult> = ["sent", "skipped", "retrying", "failed"];
+const IMAGE_KINDS: ReadonlyArray<ImageKind> = ["thumbnail", "animated", "storyboard"];
 
 /**
  * The platform's metrics on a registry of their own (not prom-client's global one), so that
@@ -90,6 +91,17 @@ export const prometheusMetrics = (options: PrometheusOptions = {}): PrometheusMe
     "Runs of account mail jobs by result (sent, skipped, retrying, failed)",
     ["result"],
   );
+  const images = counter(
+    "vod_images_made_total",
+    "Images made for playback on request (thumbnail, animated, storyboard); one served from the store is not counted",
+    ["kind"],
+  );
+  const imageSeconds = histogram(
+    "vod_image_make_duration_seconds",
+    "How long making one image took (fetching its segments, decoding, encoding, storing)",
+    ["kind"],
+    [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30],
+  );
   const redis = options.redis;
   // The Redis adapter keeps the counts; these read them at each scrape.
   new Counter({
@@ -125,6 +137,7 @@ export const prometheusMetrics = (options: PrometheusOptions = {}): PrometheusMe
   for (const state of PROCESSING_ENDS) jobs.inc({ state }, 0);
   for (const result of WEBHOOK_RESULTS) webhooks.inc({ result }, 0);
   for (const result of MAIL_RESULTS) mails.inc({ result }, 0);
+  for (const kind of IMAGE_KINDS) images.inc({ kind }, 0);
 
   const requestChildren = new Map<string, { observe(value: number): void }>();
   return {
@@ -140,6 +153,10 @@ export const prometheusMetrics = (options: PrometheusOptions = {}): PrometheusMe
     telemetryStored: (count) => telemetry.inc(count),
     webhookDelivered: (result) => webhooks.inc({ result }),
     accountMailSent: (result) => mails.inc({ result }),
+    imageMade: (kind, seconds) => {
+      images.inc({ kind });
+      imageSeconds.observe({ kind }, seconds);
+    },
     requestEnded: ({ route, method, status }, seconds) => {
       // prom-client hashes the label object on every observe; each route's child is kept instead
       // (routes are templates and methods a fixed set, so the map stays small).

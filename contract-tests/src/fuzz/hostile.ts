@@ -470,7 +470,14 @@ export const hostileClasses: ReadonlyArray<HostileClass> = [
       .tuple(fc.string({ minLength: 1, maxLength: 12 }), JSON_VALUE, fc.boolean())
       .map(([key, value, inQuery]) => (d: Draft) => {
         const named = key === "__proto__" ? "titel" : key;
-        if (inQuery) return setIn(d, "query", named, String(value));
+        // A query value is text: an object is sent as its JSON (one made without a prototype has no toString).
+        if (inQuery)
+          return setIn(
+            d,
+            "query",
+            named,
+            typeof value === "object" && value !== null ? JSON.stringify(value) : String(value),
+          );
         return setIn(d, "body", named, value);
       }),
   ),

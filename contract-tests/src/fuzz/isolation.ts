@@ -153,7 +153,10 @@ export const probesByCredential: Readonly<Record<CredentialSlot["kind"], ProbeMa
       `renditions/${tenant}/${asset}/master.m3u8`,
       `${asset}/master.m3u8`,
     ];
-    const viaToken = [caller.play.clear.token, caller.play.drm.token].flatMap((token) =>
+    // A route whose file is its own name (`thumbnail.jpg`) names nothing but the token's asset:
+    // only the victim's ids as the token are probes of it.
+    const hasPath = route.path.includes("*path");
+    const viaToken = (hasPath ? [caller.play.clear.token, caller.play.drm.token] : []).flatMap((token) =>
       paths.map(
         (path): Probe => ({
           route: route.id,

@@ -8,6 +8,7 @@ import { describeAccountMail } from "./email.js";
 import { describeErrors } from "./errors.js";
 import { describeGoogleSignIn } from "./google.js";
 import { describeIdempotency } from "./idempotency.js";
+import { describePlaybackImages } from "./images.js";
 import { describePlayback } from "./playback.js";
 import { describeRateLimits } from "./rate-limits.js";
 import { describeUploads } from "./uploads.js";
@@ -36,6 +37,7 @@ export const describeHttpApi = (name: string, makeSubject: MakeHttpSubject): voi
     describeErrors(makeSubject);
     describeRateLimits(makeSubject);
     describePlayback(makeSubject);
+    describePlaybackImages(makeSubject);
     describeWebhooks(makeSubject);
   });
 };

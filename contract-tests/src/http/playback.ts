@@ -39,7 +39,7 @@ export interface WirePlaybackSession {
 export interface CreatedPlayback {
   session: WirePlaybackSession;
   token: string;
-  urls: { manifest: string; telemetry: string; entitlement?: string };
+  urls: { manifest: string; telemetry: string; entitlement?: string; thumbnail: string; storyboard: string };
 }
 
 export interface WireEntitlement {
@@ -260,10 +260,17 @@ export const describePlayback = (makeSubject: MakeHttpSubject): void => {
             drm: false,
           },
           token: expect.stringMatching(/^v1\.[\w-]+\.[\w-]+\.[\w-]+$/),
-          urls: { manifest: expect.any(String), telemetry: expect.any(String) },
+          urls: {
+            manifest: expect.any(String),
+            telemetry: expect.any(String),
+            thumbnail: expect.any(String),
+            storyboard: expect.any(String),
+          },
         });
         const manifest = new URL(urls.manifest);
         expect(manifest.pathname).toBe(`/v1/play/${token}/master.m3u8`);
+        expect(new URL(urls.thumbnail).pathname).toBe(`/v1/play/${token}/thumbnail.jpg`);
+        expect(new URL(urls.storyboard).pathname).toBe(`/v1/play/${token}/storyboard.vtt`);
         expect(new URL(urls.telemetry).pathname).toBe("/v1/telemetry");
         expect("entitlement" in urls).toBe(false);
         expect(await h.backdoor.playbackSession(s.id)).toMatchObject({
@@ -287,7 +294,13 @@ export const describePlayback = (makeSubject: MakeHttpSubject): void => {
           expires_at: h.clock.now() + 3_600 * SECOND,
           drm: true,
         });
-        expect(Object.keys(urls).sort()).toEqual(["entitlement", "manifest", "telemetry"]);
+        expect(Object.keys(urls).sort()).toEqual([
+          "entitlement",
+          "manifest",
+          "storyboard",
+          "telemetry",
+          "thumbnail",
+        ]);
         expect(new URL(urls.entitlement ?? "").pathname).toBe("/v1/drm/entitlement");
         expect((await h.backdoor.playbackSession(s.id))?.drm).toBe(true);
       });

@@ -2,7 +2,9 @@ import { Effect, Schema } from "effect";
 import { errorCode, type VodError } from "../errors.js";
 import { Requests as Rq, Resources as Rs } from "../schema/index.js";
 import type { Principal, Requirement } from "../use-cases/authenticate.js";
+import type { RequestedRange } from "../use-cases/playback-delivery.js";
 import { RENDITION_MEDIA_TYPES } from "../use-cases/playback-delivery.js";
+import { IMAGE_MEDIA_TYPES, type ImageFile } from "../use-cases/playback-images.js";
 import type { Vod } from "../vod.js";
 import {
   type AuthedCall,
@@ -125,6 +127,34 @@ const routes = {
     "PUT /v1/uploads/:id/parts/:number",
     200,
     "Upload one part's bytes to the signed URL `startUpload` or `resumeUpload` gave.",
+  ),
+  thumbnailJpg: at(
+    "GET /v1/play/:token/thumbnail.jpg",
+    200,
+    "A JPEG of the frame at `time` (default: the middle), `width`/`height` at most the source's and 1920, fitted by `fit_mode`.",
+  ),
+  thumbnailPng: at("GET /v1/play/:token/thumbnail.png", 200, "The thumbnail as PNG (see thumbnail.jpg)."),
+  thumbnailWebp: at("GET /v1/play/:token/thumbnail.webp", 200, "The thumbnail as WebP (see thumbnail.jpg)."),
+  animatedGif: at(
+    "GET /v1/play/:token/animated.gif",
+    200,
+    "An animated GIF from `start` to `end` (at most 10 s; default 0 to 5 s), `width` at most 640 (default 320), `fps` at most 30 (default 15).",
+  ),
+  animatedWebp: at(
+    "GET /v1/play/:token/animated.webp",
+    200,
+    "The animated preview as WebP (see animated.gif).",
+  ),
+  storyboardJpg: at(
+    "GET /v1/play/:token/storyboard.jpg",
+    200,
+    "A sprite sheet of at most 100 frames at a regular interval, ten to a row: the tiles storyboard.vtt points at.",
+  ),
+  storyboardWebp: at("GET /v1/play/:token/storyboard.webp", 200, "The storyboard's sprite sheet as WebP."),
+  storyboardVtt: at(
+    "GET /v1/play/:token/storyboard.vtt",
+    200,
+    "WebVTT cues covering the duration in order, each pointing at its tile: `storyboard.jpg#xywh=x,y,w,h`.",
   ),
   playFile: at(
     "GET /v1/play/:token/*path",
@@ -467,7 +497,13 @@ export const uploadPart = publicOperation({
 
 async function* noBytes(): AsyncIterable<Uint8Array> {}
 
-type Opened = Effect.Effect.Success<ReturnType<Vod["playback"]["open"]>>;
+/** CORS of every playback file: players and pages on any origin, ranges included. */
+const PLAY_CORS = {
+  allowHeaders: ["range"],
+  exposeHeaders: ["content-length", "content-range", "accept-ranges"],
+};
+
+type Opened = Effect.Effect.Success<ReturnType<Vod["playback"]["open"]>> | ImageFile;
 
 /**
  * A range past the file's end: 416 with a Content-Range naming the file's size (RFC 9110), and
@@ -518,7 +554,7 @@ export const playFile = publicOperation({
   body: { kind: "none" },
   // A file name with a NUL is no file of the asset: 404 like any other.
   lenient: { nul: true },
-  cors: { allowHeaders: ["range"], exposeHeaders: ["content-length", "content-range", "accept-ranges"] },
+  cors: PLAY_CORS,
   input: Schema.Struct({ params: Rq.PlayParams }),
   output: null,
   errors: ["Forbidden", "PlaybackUnavailable"],
@@ -528,6 +564,86 @@ export const playFile = publicOperation({
     of: (file, vod) => fileReply(file, vod),
   },
 });
+
+/**
+ * A playback file whose name is its route's (`thumbnail.jpg`), made on request: answered as
+ * every playback file is (`fileReply`). Listed before `playFile`, whose `*path` would take it.
+ */
+const imageOperation = <Q, QE>(
+  id: keyof typeof routes,
+  mediaType: string,
+  query: Schema.Schema<Q, QE>,
+  run: (
+    vod: Vod,
+    token: string,
+    query: Q,
+    call: { readonly range?: RequestedRange },
+  ) => Effect.Effect<ImageFile, VodError>,
+) =>
+  publicOperation({
+    ...route(id),
+    app: "media",
+    credential: { token: "playback", in: "path" },
+    body: { kind: "none" },
+    cors: PLAY_CORS,
+    input: Schema.Struct({ params: Rq.PlayTokenParams, query }),
+    output: null,
+    // Too many images being made on this node at once: 429 with Retry-After. A protected
+    // asset's origin too large to copy where it cannot be read in place: 409.
+    errors: ["Forbidden", "PlaybackUnavailable", "RateLimited", "Conflict"],
+    run: (vod, input, call) => run(vod, input.params.token, input.query, call),
+    reply: { kind: { kind: "file", mediaTypes: [mediaType] }, of: (file, vod) => fileReply(file, vod) },
+  });
+
+export const thumbnailJpg = imageOperation(
+  "thumbnailJpg",
+  IMAGE_MEDIA_TYPES.jpg,
+  Rq.ThumbnailQuery,
+  (vod, token, q, call) => vod.playback.images.thumbnail(token, "jpg", q, call.range),
+);
+export const thumbnailPng = imageOperation(
+  "thumbnailPng",
+  IMAGE_MEDIA_TYPES.png,
+  Rq.ThumbnailQuery,
+  (vod, token, q, call) => vod.playback.images.thumbnail(token, "png", q, call.range),
+);
+export const thumbnailWebp = imageOperation(
+  "thumbnailWebp",
+  IMAGE_MEDIA_TYPES.webp,
+  Rq.ThumbnailQuery,
+  (vod, token, q, call) => vod.playback.images.thumbnail(token, "webp", q, call.range),
+);
+export const animatedGif = imageOperation(
+  "animatedGif",
+  IMAGE_MEDIA_TYPES.gif,
+  Rq.AnimatedQuery,
+  (vod, token, q, call) => vod.playback.images.animated(token, "gif", q, call.range),
+);
+export const animatedWebp = imageOperation(
+  "animatedWebp",
+  IMAGE_MEDIA_TYPES.webp,
+  Rq.AnimatedQuery,
+  (vod, token, q, call) => vod.playback.images.animated(token, "webp", q, call.range),
+);
+const noQuery = Schema.Struct({});
+export const storyboardJpg = imageOperation(
+  "storyboardJpg",
+  IMAGE_MEDIA_TYPES.jpg,
+  noQuery,
+  (vod, token, _q, call) => vod.playback.images.storyboard(token, "jpg", call.range),
+);
+export const storyboardWebp = imageOperation(
+  "storyboardWebp",
+  IMAGE_MEDIA_TYPES.webp,
+  noQuery,
+  (vod, token, _q, call) => vod.playback.images.storyboard(token, "webp", call.range),
+);
+export const storyboardVtt = imageOperation(
+  "storyboardVtt",
+  IMAGE_MEDIA_TYPES.vtt,
+  noQuery,
+  (vod, token, _q, call) => vod.playback.images.storyboardCues(token, call.range),
+);
 
 /** DECISIONS: a telemetry batch is at most 32 KiB, refused before it is read whole. */
 export const TELEMETRY_MAX_BYTES = 32 * 1024;
@@ -645,6 +761,14 @@ export const operations: ReadonlyArray<Operation> = [
   createPlaybackSession,
   revokePlaybackSession,
   uploadPart,
+  thumbnailJpg,
+  thumbnailPng,
+  thumbnailWebp,
+  animatedGif,
+  animatedWebp,
+  storyboardJpg,
+  storyboardWebp,
+  storyboardVtt,
   playFile,
   telemetry,
   entitlement,

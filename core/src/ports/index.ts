@@ -1,6 +1,7 @@
 export type * from "./clock.js";
 export type * from "./identity-verifier.js";
 export type * from "./ids.js";
+export type * from "./image-maker.js";
 export type * from "./job-queue.js";
 export type * from "./mailer.js";
 export type * from "./media-processor.js";

@@ -18,6 +18,9 @@ export type WebhookDeliveryResult = "succeeded" | "retrying" | "failed";
  */
 export type AccountMailResult = "sent" | "skipped" | "retrying" | "failed";
 
+/** What playback makes on request: a thumbnail, an animated preview, a storyboard's sprite sheet. */
+export type ImageKind = "thumbnail" | "animated" | "storyboard";
+
 /**
  * What the platform counts for its operators. Every method is fire-and-forget and cheap: a
  * metric never fails or slows what it counts. Absent, nothing is counted.
@@ -33,4 +36,6 @@ export interface Metrics {
   webhookDelivered(result: WebhookDeliveryResult): void;
   /** One run of an account mail job ended (called by the worker, once per run). */
   accountMailSent(result: AccountMailResult): void;
+  /** An image was made (decoded and stored) for playback, in `seconds`; a cached one is not counted. */
+  imageMade(kind: ImageKind, seconds: number): void;
 }

@@ -176,6 +176,28 @@ export const ClearKeyRequest = Schema.Struct({
 /** A media file of a playback session: the token, then the file's path under it. */
 export const PlayParams = Schema.Struct({ token: Schema.String, path: Schema.String });
 
+/** The token of a playback file whose name is the route's own (`thumbnail.jpg`). */
+export const PlayTokenParams = Schema.Struct({ token: Schema.String });
+
+const seconds = Schema.NumberFromString.pipe(Schema.finite(), Schema.nonNegative());
+const pixels = (max: number) => Schema.NumberFromString.pipe(Schema.int(), Schema.between(8, max));
+
+/** `thumbnail.*`: DECISIONS "Images, downloads and text tracks"; the asset's own bounds are the use case's. */
+export const ThumbnailQuery = Schema.Struct({
+  time: Schema.optional(seconds),
+  width: Schema.optional(pixels(1920)),
+  height: Schema.optional(pixels(1920)),
+  fit_mode: Schema.optional(Schema.Literal("preserve", "crop", "pad")),
+});
+
+/** `animated.*`: at most 10 s, 640 px wide, 30 frames a second. */
+export const AnimatedQuery = Schema.Struct({
+  start: Schema.optional(seconds),
+  end: Schema.optional(seconds),
+  width: Schema.optional(pixels(640)),
+  fps: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 30))),
+});
+
 const isWebUrl = (s: string) => {
   try {
     const url = new URL(s);

@@ -148,6 +148,10 @@ export const PlaybackCreated = Schema.Struct({
     manifest: Url,
     telemetry: Url,
     entitlement: Schema.optional(Url),
+    /** The JPEG thumbnail at the default time (the middle). */
+    thumbnail: Url,
+    /** The storyboard's WebVTT, whose cues point into `storyboard.jpg`. */
+    storyboard: Url,
   }),
 }).annotations({ identifier: "PlaybackSessionCreated" });
 

@@ -87,6 +87,7 @@ export const makePlaybackSessions = (
         { issuedAt: now, expiresAt: session.expires_at },
       );
       const token = `${PLAYBACK_TOKEN_PREFIX}${jws}`;
+      const files = `${config.mediaUrl}/v1/play/${token}`;
       return {
         session: {
           id: session.id,
@@ -96,9 +97,11 @@ export const makePlaybackSessions = (
         },
         token,
         urls: {
-          manifest: `${config.mediaUrl}/v1/play/${token}/master.m3u8`,
+          manifest: `${files}/master.m3u8`,
           telemetry: `${config.mediaUrl}/v1/telemetry`,
           ...(session.drm ? { entitlement: `${config.drmUrl}/v1/drm/entitlement` } : {}),
+          thumbnail: `${files}/thumbnail.jpg`,
+          storyboard: `${files}/storyboard.vtt`,
         },
       };
     });

@@ -4,6 +4,7 @@ import type { TenantIsActive } from "./authenticate.js";
 import { makeContentKeys } from "./content-keys.js";
 import { makeEntitlement } from "./entitlement.js";
 import { makePlaybackDelivery } from "./playback-delivery.js";
+import { makePlaybackImages } from "./playback-images.js";
 import { makePlaybackSessions } from "./playback-sessions.js";
 import { cachedRevocations } from "./revocations.js";
 import { makeTelemetryIntake } from "./telemetry.js";
@@ -20,6 +21,7 @@ export const makePlayback = (ports: VodPorts, config: VodConfig, tenantIsActive:
   return {
     ...sessions,
     ...makePlaybackDelivery(ports, sessions.verify),
+    images: makePlaybackImages(ports, config, sessions.verify),
     ...makeEntitlement(ports, config, sessions.verify, revocations, keys, tenantIsActive),
     ...makeTelemetryIntake(ports, config, sessions.verify),
     contentKeys: keys,

@@ -20,6 +20,7 @@ import {
 } from "../ports/media-processor.js";
 import type { VodPorts } from "../tokens.js";
 import { makeContentKeys } from "./content-keys.js";
+import { readText } from "./support.js";
 import { declaredPartSha256 } from "./uploads.js";
 import { type EventData, eventRecorder } from "./webhooks.js";
 
@@ -97,16 +98,6 @@ export type ProcessingOutcome =
   | { readonly status: "failed"; readonly failure_code: FailureCode; readonly reason: string }
   /** Nothing to do: the asset is gone or already settled (a duplicate delivery). */
   | { readonly status: "skipped" };
-
-const readText = (stream: AsyncIterable<Uint8Array>) =>
-  Effect.tryPromise({
-    try: async () => {
-      const chunks: Uint8Array[] = [];
-      for await (const chunk of stream) chunks.push(chunk);
-      return Buffer.concat(chunks).toString("utf8");
-    },
-    catch: (cause) => new StorageError({ message: "could not read the master playlist", cause }),
-  });
 
 export const makeProcessing = (
   ports: VodPorts,

@@ -1,6 +1,6 @@
 import { createHmac, hash, timingSafeEqual } from "node:crypto";
 import { Effect, Option } from "effect";
-import { Conflict, NotFound, RateLimited, type StorageError } from "../errors.js";
+import { Conflict, NotFound, RateLimited, StorageError } from "../errors.js";
 import type { Ids } from "../ports/ids.js";
 import type { RateLimiter, RateRule } from "../ports/rate-limiter.js";
 
@@ -83,4 +83,15 @@ export const rateLimited = (retryAfterMs: number) =>
   new RateLimited({
     message: "too many requests; retry later",
     retryAfterSeconds: Math.max(1, Math.ceil(retryAfterMs / 1000)),
+  });
+
+/** A stored object's bytes as UTF-8 text (a playlist). */
+export const readText = (stream: AsyncIterable<Uint8Array>) =>
+  Effect.tryPromise({
+    try: async () => {
+      const chunks: Uint8Array[] = [];
+      for await (const chunk of stream) chunks.push(chunk);
+      return Buffer.concat(chunks).toString("utf8");
+    },
+    catch: (cause) => new StorageError({ message: "could not read a stored object", cause }),
   });

@@ -1,7 +1,7 @@
 import "reflect-metadata";
 import { resolve } from "node:path";
 import { argon2PasswordHasher } from "@vod/adapter-argon2";
-import { ffmpegMediaProcessor } from "@vod/adapter-ffmpeg";
+import { ffmpegImageMaker, ffmpegMediaProcessor } from "@vod/adapter-ffmpeg";
 import { filesystemObjectStore } from "@vod/adapter-filesystem";
 import { gcsObjectStore } from "@vod/adapter-gcs";
 import { googleIdentityVerifier } from "@vod/adapter-google-identity";
@@ -35,6 +35,7 @@ import { httpWebhookSender } from "@vod/adapter-webhook-http";
 import {
   type Clock,
   coreModule,
+  type ImageMaker,
   type JobQueue,
   layeredRevocations,
   type Mailer,
@@ -59,6 +60,8 @@ export interface ComposeOverrides {
   /** With an overridden storage: the queue its enqueues land in (none: no jobs run). */
   readonly jobQueue?: JobQueue;
   readonly mediaProcessor?: MediaProcessor;
+  /** What makes playback's images instead of ffmpeg (tests without real media). */
+  readonly imageMaker?: ImageMaker;
   /** Account mail's way out instead of VOD_SMTP_URL's (or the log). */
   readonly mailer?: Mailer;
   readonly revocationStore?: RevocationStore;
@@ -174,6 +177,7 @@ export const composeVod = async (
       maxRunMs: config.jobs.maxRunSeconds * 1000,
     },
     webhooks: { retryBaseMs: config.webhooks.retryBaseSeconds * 1000 },
+    images: { concurrency: config.media.imageConcurrency, maxWaiting: config.media.imageMaxWaiting },
   };
 
   // Redis, when configured, is an accelerator every node shares (DECISIONS "Redis is an
@@ -258,6 +262,21 @@ export const composeVod = async (
         })
       : undefined);
 
+  // Images are made where the media app serves them. A node without ffmpeg still serves
+  // playback: its image routes answer 503 playback_unavailable, and the start says why.
+  let imageMaker = overrides.imageMaker;
+  if (!imageMaker) {
+    try {
+      imageMaker = ffmpegImageMaker({
+        ffmpegPath: config.media.ffmpegPath,
+        ffprobePath: config.media.ffprobePath,
+        ...(overrides.toolSearchPath !== undefined ? { searchPath: overrides.toolSearchPath } : {}),
+      });
+    } catch (error) {
+      overrides.logger?.warn({ err: String(error) }, "ffmpeg not found: playback images cannot be made");
+    }
+  }
+
   // Account mail goes out from processes that run jobs. Without VOD_SMTP_URL the embedded default
   // writes it to the log (one operator reads it); a server deployment, whose logs are shared and
   // kept, gets no mailer: its mail jobs fail, each logged and counted, and the start warns.
@@ -298,6 +317,7 @@ export const composeVod = async (
       bind(Tokens.Metrics).toConstantValue(metrics);
       if (jobQueue) bind(Tokens.JobQueue).toConstantValue(jobQueue);
       if (mediaProcessor) bind(Tokens.MediaProcessor).toConstantValue(mediaProcessor);
+      if (imageMaker) bind(Tokens.ImageMaker).toConstantValue(imageMaker);
       bind(Tokens.TokenSigner).toConstantValue(
         joseTokenSigner({ issuer: config.baseUrl, audience: config.baseUrl, keys }),
       );

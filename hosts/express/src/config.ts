@@ -215,6 +215,11 @@ const Env = Schema.Struct({
   VOD_MAX_SOURCE_DURATION_SECONDS: Schema.optionalWith(PositiveInt, { default: () => 6 * 3600 }),
   VOD_FFMPEG_PATH: opt(Schema.String.pipe(Schema.minLength(1))),
   VOD_FFPROBE_PATH: opt(Schema.String.pipe(Schema.minLength(1))),
+  VOD_IMAGE_CONCURRENCY: Schema.optionalWith(PositiveInt, { default: () => 2 }),
+  VOD_IMAGE_MAX_WAITING: Schema.optionalWith(
+    Schema.NumberFromString.pipe(Schema.int(), Schema.nonNegative()),
+    { default: () => 32 },
+  ),
   VOD_DRM_MASTER_KEY: opt(
     Schema.String.pipe(
       Schema.pattern(/^(?:[0-9a-f]{64}|[A-Za-z0-9_-]{43})$/, {
@@ -335,6 +340,10 @@ export interface HostConfig {
     readonly maxSourceDurationSeconds: number;
     readonly ffmpegPath?: string | undefined;
     readonly ffprobePath?: string | undefined;
+    /** Images (thumbnails, animated previews, storyboards) this node makes at once. */
+    readonly imageConcurrency: number;
+    /** Image requests that wait for a turn beyond those; past that: 429 with Retry-After. */
+    readonly imageMaxWaiting: number;
   };
   /** JSON signing keys from the environment; when absent they live in dataDir. */
   readonly signingKeys?: string | undefined;
@@ -460,6 +469,8 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
       maxSourceDurationSeconds: e.VOD_MAX_SOURCE_DURATION_SECONDS,
       ffmpegPath: e.VOD_FFMPEG_PATH,
       ffprobePath: e.VOD_FFPROBE_PATH,
+      imageConcurrency: e.VOD_IMAGE_CONCURRENCY,
+      imageMaxWaiting: e.VOD_IMAGE_MAX_WAITING,
     },
     signingKeys: e.VOD_SIGNING_KEYS,
     cursorSecret: e.VOD_CURSOR_SECRET,

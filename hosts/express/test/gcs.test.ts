@@ -121,6 +121,29 @@ describe("the host on a GCS bucket", () => {
       expect(new Uint8Array(await range.arrayBuffer())).toEqual(bytes.subarray(0, 100));
     }, 120_000);
 
+    it("keeps images in the bucket and answers them by redirect; a DRM asset's are made from its origin there", async () => {
+      const clear = (await uploadAsset(host.url, auth, source, "gcs images")).assetId;
+      const drm = (await uploadAsset(host.url, auth, source, "gcs images, protected", { drm: true })).assetId;
+      for (const assetId of [clear, drm]) {
+        expect((await settledAsset(host.url, auth, assetId)).status).toBe("ready");
+        const manifest = await playbackSession(host.url, auth, assetId);
+        const made = await fetch(manifest.replace(/master\.m3u8$/, "thumbnail.jpg?time=1"), {
+          redirect: "manual",
+        });
+        expect(made.status).toBe(302);
+        expect(made.headers.get("cache-control")).toBe("private, no-store");
+        const location = new URL(made.headers.get("location") ?? "");
+        const name = decodeURIComponent(location.pathname.slice(`/${server.bucket}/`.length));
+        expect(name).toBe(
+          `embedded/renditions/${tenantId}/${assetId}/images/thumbnail-1000-320x180-preserve.jpg`,
+        );
+        const bytes = Buffer.from(await (await fetch(location)).arrayBuffer());
+        // A JPEG, the one stored in the bucket.
+        expect(bytes.subarray(0, 2)).toEqual(Buffer.from([0xff, 0xd8]));
+        expect(sha256(bytes)).toBe(sha256((await server.backdoor.read(name))!));
+      }
+    }, 120_000);
+
     it("answers the media app's part route 404: parts go to the bucket's own URLs", async () => {
       const e = Math.floor(Date.now() / 1000) + 3600;
       const put = await fetch(`${host.url}/v1/uploads/upl_x/parts/1?t=${tenantId}&e=${e}&s=abc`, {
