@@ -165,7 +165,12 @@ export const restorePostgres = (
       await client.query("BEGIN");
       await client.query(`SET LOCAL search_path TO ${ident(schema)}`);
       await client.query(appRoleSql);
-      await client.query(grants.replaceAll(source.appRole, role));
+      // psql's meta-commands (`\restrict` since 15.14) are not SQL.
+      const sql = grants
+        .split("\n")
+        .filter((line) => !line.startsWith("\\"))
+        .join("\n");
+      await client.query(sql.replaceAll(source.appRole, role));
       await client.query("COMMIT");
     } finally {
       await rm(work, { recursive: true, force: true });
