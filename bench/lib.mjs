@@ -30,9 +30,9 @@ export const makeRandomFile = async (path, size) => {
 
 /**
  * Whether each timed upload starts from the same page cache. How fast a server's writes go on
- * these VMs depends on what the page cache holds: the bare pipe took 1 GiB in 1.4-1.5 s when it
- * rewrote the names of its last round (each open truncates the cached file it replaces) and in
- * 2.8-2.9 s when it wrote new files beside the last round's, still cached. So before each upload
+ * these VMs depends on what the page cache holds: the bare pipe was about twice as slow writing
+ * new files beside the last round's, still cached, as rewriting the names of its last round
+ * (each open truncates the cached file it replaces). So before each upload
  * the clean page cache is dropped (dirty pages are synced first by the caller) and the source file
  * read back into it: every server then writes into the same state. Needs root on Linux; returns
  * undefined where it cannot (or when `skip`), and the caller's header says which.

@@ -1,7 +1,16 @@
 #!/usr/bin/env node
 // Playback sessions minted per second, and telemetry events stored per second through the host
-// against the same events written by a bare loop straight to the same sink, in one run. See
-// bench/README.md. Traffic goes to 127.0.0.1 only; every loop is bounded in count and in time.
+// against the same events written by a bare loop straight to the same sink, in one run (target:
+// at least 0.5 of it). Traffic goes to 127.0.0.1 only; every loop is bounded in count and in time.
+//
+// Not timed: a 2 s clip made and processed on `vod serve` (rate limits raised out of the way), 64
+// sessions minted, and every body prepared (50 events each, `{token, player_version, events}`).
+// Each round, host and bare loop alternating: sessions (POST /v1/playback/sessions, 16 in flight);
+// telemetry through the host (POST /v1/telemetry as a text/plain beacon, 32 in flight, counting the
+// events of `x-telemetry-accepted`); the bare loop (32 loops of `sink.write` of the same events
+// into `postgresTelemetrySink` on a fresh database of the same engine). Per second is the median of
+// the rounds, the ratio the median of per-round ratios. --profile counts the INSERTs and their
+// events and prints where the host's main thread went.
 //
 //   node bench/playback-and-telemetry.mjs [--rounds 3] [--seconds 5] [--sessions 2000] [--quick] [--server]
 import { execFile } from "node:child_process";

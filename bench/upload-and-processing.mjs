@@ -1,6 +1,21 @@
 #!/usr/bin/env node
 // Upload throughput, host memory and processing time of the VOD host against their baselines,
-// in one run on the same bytes. See bench/README.md. Traffic goes to 127.0.0.1 only.
+// in one run on the same bytes. Traffic goes to 127.0.0.1 only; latest figures in bench/README.md.
+//
+// The bytes: one file of --size-mib random bytes, streamed from disk by one client (8 MiB per
+// request, 4 in flight) to each server in a process of its own: the limit (bare node:http PUT
+// piped to a file), the peer (@tus/server with its FileStore, four uploads of a quarter at once),
+// and `vod serve` (part PUTs to the URLs of one upload; `complete` timed apart). Each server gets a
+// warm-up; each round starts at another server, from a dropped page cache (as root, unless
+// --keep-page-cache), so that no server writes into a cache another left. Seconds are medians over
+// rounds; a ratio is the median of the per-round ratios, so load from elsewhere moves a round,
+// not a ratio. Memory: the host's VmRSS every 50 ms while it takes the parts, against its idle
+// RSS; on the embedded set its database process is sampled and printed apart.
+// Processing: a --video-seconds 720p testsrc2 + sine source; baseline one plain ffmpeg making the
+// same ladder (processing.mjs), against a host with one worker timed from `complete` to the first
+// poll (--poll-ms) that reads the asset ready, the two alternating; CPU seconds of both beside.
+// --store gcs adds a host on a bucket (the GCS test server, its own process): part PUTs to the
+// signed URLs, the host's CPU per GiB, and processing against the filesystem set.
 //
 //   node bench/upload-and-processing.mjs [--size-mib 1024] [--rounds 5] [--quick]
 //     [--vod-storage postgres|memory|server] [--database-url postgres://postgres@127.0.0.1:5432/postgres]

@@ -1,4 +1,4 @@
-import type { Job, JobQueue, Worker } from "@vod/core";
+import { type Job, JobFailed, type JobQueue, type Worker } from "@vod/core";
 import { Effect } from "effect";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { uid } from "./fixtures.js";
@@ -50,7 +50,7 @@ export const describeJobQueue = (name: string, makeSubject: () => Promise<JobQue
     });
 
     const work = async (
-      handler: (job: Job<"process-asset">) => Effect.Effect<void, { _tag: "JobFailed"; message: string }>,
+      handler: (job: Job<"process-asset">) => Effect.Effect<void, JobFailed>,
       concurrency = 1,
     ) => {
       const worker = await Effect.runPromise(subject.queue.work("process-asset", { concurrency }, handler));
@@ -63,7 +63,22 @@ export const describeJobQueue = (name: string, makeSubject: () => Promise<JobQue
         if (mine.has(job.data.asset_id))
           seen.push({ asset: job.data.asset_id, attempt: job.attempt, maxAttempts: job.maxAttempts });
       };
-      return { seen, record };
+      /** Runs that got to their end: a handler from `taking` counts them. */
+      const runs = { finished: 0 };
+      /** A handler that records its job, takes `ms`, and counts the run as finished. */
+      const taking = (ms: number) => (job: Job<"process-asset">) =>
+        Effect.promise(async () => {
+          record(job);
+          await pause(ms);
+          runs.finished++;
+        });
+      /** A handler that records its job and never ends: a run another process holds. */
+      const hanging = (job: Job<"process-asset">) =>
+        Effect.suspend(() => {
+          record(job);
+          return Effect.never;
+        });
+      return { seen, record, runs, taking, hanging };
     };
 
     it("runs each enqueued job once, with its data, on the first attempt", async () => {
@@ -83,9 +98,7 @@ export const describeJobQueue = (name: string, makeSubject: () => Promise<JobQue
       await work((job) =>
         Effect.suspend(() => {
           record(job);
-          return job.attempt === 1
-            ? Effect.fail({ _tag: "JobFailed" as const, message: "transient" })
-            : Effect.void;
+          return job.attempt === 1 ? Effect.fail(new JobFailed({ message: "transient" })) : Effect.void;
         }),
       );
       await subject.enqueue(asset);
@@ -100,7 +113,7 @@ export const describeJobQueue = (name: string, makeSubject: () => Promise<JobQue
       await work((job) =>
         Effect.suspend(() => {
           record(job);
-          return Effect.fail({ _tag: "JobFailed" as const, message: "always" });
+          return Effect.fail(new JobFailed({ message: "always" }));
         }),
       );
       await subject.enqueue(asset);
@@ -113,19 +126,12 @@ export const describeJobQueue = (name: string, makeSubject: () => Promise<JobQue
 
     it("hands the job of a worker that died to another worker once its lease ends", async () => {
       const asset = uid("ast");
-      const { seen, record } = recorder(new Set([asset]));
+      const { seen, record, hanging } = recorder(new Set([asset]));
       const other = await subject.otherProcess();
       let dead = false;
       try {
         // The dying process takes the first attempt and never finishes it.
-        await Effect.runPromise(
-          other.queue.work("process-asset", { concurrency: 1 }, (job) =>
-            Effect.suspend(() => {
-              record(job);
-              return Effect.never;
-            }),
-          ),
-        );
+        await Effect.runPromise(other.queue.work("process-asset", { concurrency: 1 }, hanging));
         await subject.enqueue(asset);
         await until(() => seen.length >= 1, 20_000, "the first attempt");
         await other.die();
@@ -140,22 +146,16 @@ export const describeJobQueue = (name: string, makeSubject: () => Promise<JobQue
 
     it("leaves a run that outlives its lease with its live worker, which renews it", async () => {
       const asset = uid("ast");
-      const { seen, record } = recorder(new Set([asset]));
-      let finished = 0;
-      const handler = (job: Job<"process-asset">) =>
-        Effect.promise(async () => {
-          record(job);
-          await pause(subject.leaseMs * 2);
-          finished++;
-        });
+      const { seen, runs, taking } = recorder(new Set([asset]));
+      const handler = taking(subject.leaseMs * 2);
       // A second worker stands by, free to take the job were its lease let go.
       await work(handler);
       await work(handler);
       await subject.enqueue(asset);
-      await until(() => finished >= 1, subject.leaseMs * 2 + 20_000, "the long run to finish");
+      await until(() => runs.finished >= 1, subject.leaseMs * 2 + 20_000, "the long run to finish");
       await pause(subject.leaseMs + 1_000);
       expect(seen.map((s) => s.attempt)).toEqual([1]);
-      expect(finished).toBe(1);
+      expect(runs.finished).toBe(1);
     }, 60_000);
 
     it("interrupts a run past the time limit and counts it as a failed attempt", async () => {
@@ -178,17 +178,12 @@ export const describeJobQueue = (name: string, makeSubject: () => Promise<JobQue
 
     it("releases a job still running when a drain's grace ends: due at once, on the attempt it had", async () => {
       const asset = uid("ast");
-      const { seen, record } = recorder(new Set([asset]));
+      const { seen, record, hanging } = recorder(new Set([asset]));
       const other = await subject.otherProcess();
       try {
         // The stopping process takes the first attempt, which outlasts its grace.
         const stopping = await Effect.runPromise(
-          other.queue.work("process-asset", { concurrency: 1 }, (job) =>
-            Effect.suspend(() => {
-              record(job);
-              return Effect.never;
-            }),
-          ),
+          other.queue.work("process-asset", { concurrency: 1 }, hanging),
         );
         await subject.enqueue(asset);
         await until(() => seen.length >= 1, 20_000, "the first attempt");
@@ -205,37 +200,23 @@ export const describeJobQueue = (name: string, makeSubject: () => Promise<JobQue
 
     it("drains a worker whose runs end within the grace without releasing any", async () => {
       const asset = uid("ast");
-      const { seen, record } = recorder(new Set([asset]));
-      let finished = 0;
-      const worker = await work((job) =>
-        Effect.promise(async () => {
-          record(job);
-          await pause(200);
-          finished++;
-        }),
-      );
+      const { seen, runs, taking } = recorder(new Set([asset]));
+      const worker = await work(taking(200));
       await subject.enqueue(asset);
       await until(() => seen.length >= 1, 20_000, "the job to start");
       expect(await Effect.runPromise(worker.drain(10_000))).toEqual([]);
-      expect(finished).toBe(1);
+      expect(runs.finished).toBe(1);
     });
 
     it("lets running jobs finish when a worker stops, and takes no more", async () => {
       const first = uid("ast");
       const second = uid("ast");
-      const { seen, record } = recorder(new Set([first, second]));
-      let finished = 0;
-      const worker = await work((job) =>
-        Effect.promise(async () => {
-          record(job);
-          await pause(300);
-          finished++;
-        }),
-      );
+      const { seen, runs, taking } = recorder(new Set([first, second]));
+      const worker = await work(taking(300));
       await subject.enqueue(first);
       await until(() => seen.length >= 1, 20_000, "the first job to start");
       await Effect.runPromise(worker.stop);
-      expect(finished).toBe(1);
+      expect(runs.finished).toBe(1);
       await subject.enqueue(second);
       await pause(1_500);
       expect(seen.map((s) => s.asset)).toEqual([first]);

@@ -8,7 +8,7 @@ import {
   randomIds,
 } from "@vod/adapter-memory";
 import { memoryBackdoor } from "@vod/adapter-memory/testing";
-import { createVod, type Job, type VodPorts, type WebhookMessage } from "@vod/core";
+import { createVod, type Job, TokenRejected, type VodPorts, type WebhookMessage } from "@vod/core";
 import { Effect } from "effect";
 import { describe, expect, it } from "vitest";
 
@@ -33,7 +33,7 @@ describe("an account claim and the signup's pending webhook deliveries (memory)"
       },
       tokenSigner: {
         sign: (_purpose, claims) => Effect.succeed(JSON.stringify(claims)),
-        verify: () => Effect.fail({ _tag: "TokenRejected", reason: "signature" } as const),
+        verify: () => Effect.fail(new TokenRejected({ reason: "signature" })),
       },
       identityVerifier: {
         verify: () =>

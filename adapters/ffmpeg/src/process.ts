@@ -1,16 +1,12 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import type { MediaRejected } from "@vod/core";
-import { Data, Duration, Effect } from "effect";
+import { MediaRejected } from "@vod/core";
+import { Duration, Effect } from "effect";
 
-/** The port's MediaRejected, as a yieldable tagged error. */
-export class MediaRejectedError extends Data.TaggedError("MediaRejected")<{
-  readonly code: MediaRejected["code"];
-  readonly message: string;
-  readonly cause?: unknown;
-}> {}
+/** The port's tagged error; the name stays for the modules that import it. */
+export type MediaRejectedError = MediaRejected;
 
 export const rejected = (code: MediaRejected["code"], message: string, cause?: unknown): MediaRejectedError =>
-  new MediaRejectedError(cause === undefined ? { code, message } : { code, message, cause });
+  new MediaRejected(cause === undefined ? { code, message } : { code, message, cause });
 
 export interface ToolRun {
   readonly exitCode: number | null;

@@ -3,7 +3,7 @@ import {
   PlaybackUnavailable,
   type TokenClaims,
   type TokenPurpose,
-  type TokenRejected,
+  TokenRejected,
   type TokenSigner,
   type VerifiedToken,
 } from "@vod/core";
@@ -74,7 +74,7 @@ const importKeys = (keys: SigningKeys): { readonly [P in TokenPurpose]: PurposeK
   };
 };
 
-const rejected = (reason: TokenRejected["reason"]): TokenRejected => ({ _tag: "TokenRejected", reason });
+const rejected = (reason: TokenRejected["reason"]): TokenRejected => new TokenRejected({ reason });
 
 const reasonOf = (error: unknown): TokenRejected["reason"] => {
   // JWTExpired extends JWTClaimValidationFailed, so it is tested first.

@@ -1,4 +1,4 @@
-import type { Mailer, MailMessage, MailNotSent } from "@vod/core";
+import { type Mailer, type MailMessage, MailNotSent } from "@vod/core";
 import { Effect } from "effect";
 
 export interface MemoryMailer extends Mailer {
@@ -21,7 +21,7 @@ export const memoryMailer = (): MemoryMailer => {
       Effect.suspend(() => {
         if (failures > 0) {
           failures--;
-          return Effect.fail<MailNotSent>({ _tag: "MailNotSent", message: "the memory mailer refused it" });
+          return Effect.fail(new MailNotSent({ message: "the memory mailer refused it" }));
         }
         sent.push(message);
         return Effect.void;

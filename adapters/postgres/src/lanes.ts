@@ -36,7 +36,7 @@ const UNKNOWN = "";
 const BUSY = 16;
 
 /** A client's socket: pg's own, not typed. */
-export const socketOf = (client: pg.ClientBase): Partial<Writable> | undefined =>
+const socketOf = (client: pg.ClientBase): Partial<Writable> | undefined =>
   (client as unknown as { connection?: { stream?: Partial<Writable> } }).connection?.stream;
 
 /**
@@ -87,11 +87,11 @@ export const switchedRun = async (
 
 /**
  * A few connections that the tenants' statements outside transactions share, instead of each
- * taking a pooled connection for itself (`SqlDatabase.queryIn` in a tenant's or a lookup's scope). Statements from concurrent requests
- * leave in one write and come back in one read, and the server's backend runs them back to back:
- * on GET /v1/assets?limit=1 the host's CPU per request fell from 612 to 338 µs and the server's
- * from 141 to 22 µs (docs/postgres.md). A statement takes the least busy lane whose session is
- * already in its scope, else the least busy lane.
+ * taking a pooled connection for itself (`SqlDatabase.queryIn` in a tenant's or a lookup's
+ * scope). Statements from concurrent requests leave in one write and come back in one read, and
+ * the server's backend runs them back to back, which costs both the host and the server less per
+ * request than a connection each (docs/postgres.md). A statement takes the least busy lane whose
+ * session is already in its scope, else the least busy lane.
  *
  * Row-level security depends on each statement running in its own scope, and nothing is waited
  * for between the statements of one lane. So a statement goes alone only when its scope is the
@@ -164,8 +164,8 @@ export const sharedLanes = (
   const run = async (shared: Shared, scope: SessionScope, statement: pg.QueryConfig) => {
     const client = await shared.ready;
     // pg writes each query apart: the socket held corked until the end of this turn of the event
-    // loop, the statements of every request the turn runs leave in one write (host CPU per
-    // request -6% on the list paths, A/B in one run). The socket is pg's own, not typed.
+    // loop, the statements of every request the turn runs leave in one write, not one syscall
+    // each. The socket is pg's own, not typed.
     if (!shared.corked) {
       const stream = socketOf(client);
       shared.corked = true;

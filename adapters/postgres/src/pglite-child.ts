@@ -69,9 +69,8 @@ const describe = (error: unknown): Record<string, unknown> => {
  * Replies go in batches, one message for those of a turn of the event loop (see `flush` in
  * pglite-process.ts), but none waits more than `HOLD_MS` for the rest of its turn. A turn can
  * hold the host's whole burst of requests, run one after another; held to its end, their replies
- * reached the host at once, which then answered them while this process sat idle, and the two
- * took turns on two cores (measured on GET /v1/assets?limit=50 with 50 connections: batches of
- * ~40, 1,800-1,900 req/s; replies sent as they were ready, 2,700-3,000 req/s).
+ * reached the host at once, which then answered them while this process sat idle: the two took
+ * turns on two cores instead of working side by side.
  */
 const HOLD_MS = 1;
 

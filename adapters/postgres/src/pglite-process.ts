@@ -98,7 +98,7 @@ const overChannel = (channel: Channel, reached: boolean, firstId = 1) => {
 
   /**
    * The requests of one turn of the event loop go as one message: a burst of HTTP requests makes
-   * one write to the pipe, not one each (a write was a tenth of the host's time per request).
+   * one write to the pipe, not one each (a write each was a noticeable part of the host's work per request).
    */
   let outbox: Request[] = [];
   const flush = () => {
@@ -255,8 +255,8 @@ const spawnOwner = async (
 /**
  * PGlite in a process of its own, on `dataDir`, driven over IPC: the same SQL, transactions and
  * single-connection semantics as `openPglite`, but Postgres' work (its executor runs synchronously
- * in WebAssembly) and its memory (a WebAssembly heap of 120-150 MiB) stay out of the host's
- * process, off the event loop that serves uploads and playback. That process owns the directory
+ * in WebAssembly) and its memory (a WebAssembly heap several times the host's own) stay out of the
+ * host's process, off the event loop that serves uploads and playback. That process owns the directory
  * (pglite-share.ts): while it runs, another process fails to open it, or with `whenInUse:
  * "reach"` sends its queries there.
  */

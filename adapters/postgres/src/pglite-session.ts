@@ -98,8 +98,7 @@ const extendedMessages = (
   return [
     ...(prepared?.parsed ? [] : [protocol.serialize.parse({ text, name: statement })]),
     formats ? bindWithFormats(statement, values, formats) : protocol.serialize.bind({ statement, values }),
-    // With formats, the columns are known: their description would be work for nothing (3-6 µs
-    // of a 51-row page's 65-75).
+    // With formats, the columns are known: their description would be work for nothing.
     ...(formats ? [] : [protocol.serialize.describe({ type: "P" })]),
     protocol.serialize.execute({}),
   ];
@@ -169,9 +168,8 @@ const ERROR_RESPONSE = "E".charCodeAt(0);
  * this process or in the database's own. Each call is one call into PGlite: with parameters, the
  * statement (and before it the scope's statement, when the session is in another scope) goes as
  * one extended-protocol batch ending in Sync, an implicit transaction, so the statement never
- * runs unless the scope took; where `db.query` made six calls and `db.transaction` sixteen
- * (measured: 0.65 -> 0.39 ms for a one-row page, 1.24 -> 0.98 ms for 51 rows, before the scope
- * was kept across calls). Without parameters a text may hold several statements, which go by
+ * runs unless the scope took; `db.query` would make six calls and `db.transaction` sixteen,
+ * each crossing into WebAssembly. Without parameters a text may hold several statements, which go by
  * the simple protocol, after the scope's statement run on its own. The scope is decided and set
  * while the connection is held, so no other call runs between. It fails with the same database
  * error as `query`.

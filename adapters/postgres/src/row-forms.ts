@@ -4,16 +4,13 @@ import type { QueryResult } from "./sql.js";
  * A text's fast form: how its rows come back once its first answer has told their columns.
  *
  * - `json`, on a Postgres server: its aggregate form, one JSON array of rows, each an array of
- *   its values (json_agg of json_build_array over the text); pg then parses one text instead of
- *   a field per column and row (client CPU for 51 asset rows 107-191 -> 78-83 µs).
+ *   its values (json_agg of json_build_array over the text); pg then parses one text, which
+ *   costs the client less than a field per column and row.
  * - `binary`, on PGlite: the text as it is, its results in binary, its DataRow messages kept
  *   as bytes and decoded where the rows are used (`decodeDataRows`). PGlite's own reading of a
- *   reply parsed every field of every row into a string (51 rows of the 17 asset columns: 0.96-
- *   1.16 ms), which an aggregate form into one value avoided: as one JSON text Postgres then
- *   spent most of 190-220 µs working out how to write each value and escaping it, as one binary
- *   array of records 106-181 µs building the records; the rows themselves in binary, read raw,
- *   cost about half of that (microbenchmarks in one run: 81-127 µs against 175-181), and the
- *   host decodes a page of 50 in ~15 µs (`decodeDataRows`; JSON.parse of the same rows: 22).
+ *   reply parses every field of every row into a string. An aggregate form would avoid that but
+ *   moves the work into Postgres (escaping each value into JSON, or building records), which
+ *   costs more than sending the rows in binary and reading them raw, as done here.
  */
 export type Layout = "json" | "binary";
 
@@ -152,12 +149,12 @@ export const rowForms = <L extends Layout>(layout: L) => {
  * asked for: binary, or text for a float4. Each value is what the drivers parse of its text.
  *
  * One switch on the type, not a decoder function per column: calls through a column's function
- * from one place did not inline (a page of 51 asset rows: 25-36 µs, against 10-12 for the
- * whole loop written out). Texts: the reply as one latin1 string, each ASCII text a substring of
- * it (Buffer's toString of each range cost ~70 ns a text, 250 of them a page); a text with any
- * byte past 0x7f is decoded as UTF-8. The substrings keep that string alive while the rows live.
+ * from one place did not inline, and the loop written out is markedly faster. Texts: the
+ * reply as one latin1 string, each ASCII text a substring of it (cheaper than Buffer's toString
+ * of each range, a page holding hundreds); a text with any byte past 0x7f is decoded as UTF-8.
+ * The substrings keep that string alive while the rows live.
  */
-export const decodeDataRows = (dataRows: Uint8Array, types: ReadonlyArray<number>): unknown[][] => {
+const decodeDataRows = (dataRows: Uint8Array, types: ReadonlyArray<number>): unknown[][] => {
   const view = new DataView(dataRows.buffer, dataRows.byteOffset, dataRows.byteLength);
   const bytes = Buffer.from(dataRows.buffer, dataRows.byteOffset, dataRows.byteLength);
   const latin1 = bytes.toString("latin1");
@@ -234,9 +231,9 @@ const rowsToObjects = new Map<string, RowsToObjects>();
 
 /**
  * Rows as objects, by a function written for the columns: each row one object literal, so every
- * row of a text has the same shape from the start (and what reads them stays monomorphic), where a
- * loop setting the names one by one took 13.7 µs for 51 rows of 17 columns against 2.2 µs
- * (microbenchmark). Names are quoted with JSON.stringify; a `__proto__` column, which a literal
+ * row of a text has the same shape from the start (and what reads them stays monomorphic); a
+ * loop setting the names one by one was several times slower. Names are quoted with
+ * JSON.stringify; a `__proto__` column, which a literal
  * would take for the prototype, goes by the loop. Made once per column list (a fixed set: the
  * adapter's texts), bounded all the same.
  */

@@ -1,7 +1,7 @@
 import type { Queryable, SqlDatabase } from "./sql.js";
 
 /** Any constant works; this one spells "vod" and keeps clear of other applications' locks. */
-export const STARTUP_LOCK = 0x766f64;
+const STARTUP_LOCK = 0x766f64;
 
 /** Per database handle, the end of the last start-up step of this process (see below). */
 const turns = new WeakMap<SqlDatabase, Promise<unknown>>();

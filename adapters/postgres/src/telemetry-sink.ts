@@ -139,9 +139,8 @@ export const postgresTelemetrySink = (
                 if (!flushing) {
                   flushing = true;
                   // After the I/O of this turn of the event loop: requests read in the same turn
-                  // join the statement. A microtask ran too early for that on PGlite, whose
-                  // INSERT holds the main thread: every statement carried one batch (measured
-                  // in bench/playback-and-telemetry.mjs: 50 events per INSERT against ~600).
+                  // join the statement. A microtask runs too early for that on PGlite, whose
+                  // INSERT holds the main thread: every statement would carry one batch.
                   setImmediate(() => void flush());
                 }
               }),

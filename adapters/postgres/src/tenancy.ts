@@ -73,7 +73,7 @@ const scopeStatement = (scope: Scope, local: boolean): Statement => ({
 const keyOf = (scope: Scope) => JSON.stringify([scope.role, ...SETTINGS.map((s) => scope.settings[s] ?? "")]);
 
 /** The scope as a connection's session keeps it between statements (`SqlDatabase.queryIn`). */
-export const sessionScope = (scope: Scope): SessionScope => ({
+const sessionScope = (scope: Scope): SessionScope => ({
   key: keyOf(scope),
   set: scopeStatement(scope, false),
 });

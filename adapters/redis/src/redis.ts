@@ -64,10 +64,10 @@ const KINDS: ReadonlySet<string> = new Set<Revocation["kind"]>([
 ]);
 
 /** `<kind> <id>` on the channel: ids have no spaces. */
-export const encodeRevocation = (revocation: Revocation) => `${revocation.kind} ${revocation.id}`;
+const encodeRevocation = (revocation: Revocation) => `${revocation.kind} ${revocation.id}`;
 
 /** The revocation a message says, or undefined for one this version does not know. */
-export const decodeRevocation = (message: string): Revocation | undefined => {
+const decodeRevocation = (message: string): Revocation | undefined => {
   const space = message.indexOf(" ");
   const kind = message.slice(0, space);
   const id = message.slice(space + 1);

@@ -1,4 +1,4 @@
-import type { Mailer, MailMessage, MailNotSent } from "@vod/core";
+import { type Mailer, type MailMessage, MailNotSent } from "@vod/core";
 import { Effect } from "effect";
 import { createTransport } from "nodemailer";
 
@@ -51,12 +51,12 @@ export const smtpMailer = (options: SmtpMailerOptions): SmtpMailer => {
           signal.addEventListener("abort", () => transport.close(), { once: true });
           return sending;
         },
-        catch: (cause): MailNotSent => ({
-          _tag: "MailNotSent",
-          // nodemailer's message names the server's reply or the network error, never the text.
-          message: `SMTP send failed: ${cause instanceof Error ? cause.message : String(cause)}`,
-          cause,
-        }),
+        catch: (cause) =>
+          new MailNotSent({
+            // nodemailer's message names the server's reply or the network error, never the text.
+            message: `SMTP send failed: ${cause instanceof Error ? cause.message : String(cause)}`,
+            cause,
+          }),
       }).pipe(Effect.asVoid),
     close: () => transport.close(),
   };

@@ -2,7 +2,7 @@ import { type LookupAddress, type LookupOptions, lookup } from "node:dns";
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { isIP } from "node:net";
-import type { SendResult, UrlRefused, WebhookMessage, WebhookSender } from "@vod/core";
+import { type SendResult, UrlRefused, type WebhookMessage, type WebhookSender } from "@vod/core";
 import { Effect } from "effect";
 import ipaddr from "ipaddr.js";
 import { Webhook } from "standardwebhooks";
@@ -29,9 +29,9 @@ export const isPublicAddress = (address: string): boolean =>
   ipaddr.isValid(address) && ipaddr.process(address).range() === "unicast";
 
 /** How much of a receiver's response body is read: only its status counts. */
-export const MAX_RESPONSE_BODY_BYTES = 64 * 1024;
+const MAX_RESPONSE_BODY_BYTES = 64 * 1024;
 
-const refused = (reason: string): UrlRefused => ({ _tag: "UrlRefused", reason });
+const refused = (reason: string): UrlRefused => new UrlRefused({ reason });
 
 /** The host of a URL as the resolver and isIP take it (IPv6 literals without brackets). */
 const hostOf = (url: URL) => url.hostname.replace(/^\[(.*)\]$/, "$1");

@@ -226,7 +226,7 @@ export const describeUploads = (makeSubject: MakeHttpSubject): void => {
             Array.from({ length: c.part_count }, (_, i) => i + 1),
           );
         }
-        // 28,000 part URLs: a bucket signs each (HMAC on the GCS set; RSA takes ~0.3 ms a core).
+        // 28,000 part URLs: a bucket signs each (HMAC on the GCS set: RSA would be slow at this count).
       }, 120_000);
 
       it("refuses size_bytes 0, above 100 GiB or a string, an uppercase sha256, no asset_id (400 naming the field)", async () => {

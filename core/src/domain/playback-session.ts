@@ -15,4 +15,3 @@ export interface PlaybackSession extends Expiring {
 
 export const playbackSessionState = (session: PlaybackSession, now: number) =>
   expiryState(session, session.ended_at, now, { ended: "ended", live: "active" });
-export type PlaybackSessionState = ReturnType<typeof playbackSessionState>;

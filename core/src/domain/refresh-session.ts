@@ -28,4 +28,3 @@ export interface RefreshToken extends Expiring {
 
 export const refreshTokenState = (token: RefreshToken, now: number) =>
   expiryState(token, token.used_at, now, { ended: "invalidated", live: "valid" });
-export type RefreshTokenState = ReturnType<typeof refreshTokenState>;

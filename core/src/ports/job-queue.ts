@@ -1,4 +1,4 @@
-import { Effect } from "effect";
+import { Data, Effect } from "effect";
 import type { StorageError } from "../errors.js";
 
 /** The jobs of the platform, by name, with their data. */
@@ -67,11 +67,10 @@ export interface EnqueueOptions {
 }
 
 /** Asks for the job to be run again later (with backoff), or, on the last attempt, ends it. */
-export interface JobFailed {
-  readonly _tag: "JobFailed";
+export class JobFailed extends Data.TaggedError("JobFailed")<{
   readonly message: string;
   readonly cause?: unknown;
-}
+}> {}
 
 /**
  * A handler's run bounded by a queue's run limit: past `maxRunMs` it is interrupted (its
@@ -84,7 +83,7 @@ export const limitRun = <E>(
 ): Effect.Effect<void, E | JobFailed> =>
   Effect.timeoutFail(run, {
     duration: maxRunMs,
-    onTimeout: (): JobFailed => ({ _tag: "JobFailed", message: `ran longer than ${maxRunMs / 1000} s` }),
+    onTimeout: () => new JobFailed({ message: `ran longer than ${maxRunMs / 1000} s` }),
   });
 
 export interface WorkOptions {

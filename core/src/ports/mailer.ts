@@ -1,4 +1,4 @@
-import type { Effect } from "effect";
+import { Data, type Effect } from "effect";
 
 /** One plain-text mail to one address. */
 export interface MailMessage {
@@ -8,11 +8,10 @@ export interface MailMessage {
 }
 
 /** The mail was not accepted by the server (refused, unreachable, timed out). */
-export interface MailNotSent {
-  readonly _tag: "MailNotSent";
+export class MailNotSent extends Data.TaggedError("MailNotSent")<{
   readonly message: string;
   readonly cause?: unknown;
-}
+}> {}
 
 /**
  * Sends account mail (verification and password reset links). Network I/O, so an adapter: SMTP,

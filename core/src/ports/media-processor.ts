@@ -1,4 +1,4 @@
-import type { Effect } from "effect";
+import { Data, type Effect } from "effect";
 import type { SourceMetadata } from "../domain/asset.js";
 import type { StorageError } from "../errors.js";
 import type { ByteStream } from "./object-store.js";
@@ -101,12 +101,11 @@ export interface PackageOptions {
  * Why media could not be processed. `invalid_media`, `unsupported_codec` and `checksum_mismatch`
  * are final; `processing_error` is worth a retry.
  */
-export interface MediaRejected {
-  readonly _tag: "MediaRejected";
+export class MediaRejected extends Data.TaggedError("MediaRejected")<{
   readonly code: "invalid_media" | "unsupported_codec" | "checksum_mismatch" | "processing_error";
   readonly message: string;
   readonly cause?: unknown;
-}
+}> {}
 
 /** Probes and transcodes media; owns its tools (ffmpeg, ffprobe, a packager) and scratch space. */
 export interface MediaProcessor {

@@ -1,4 +1,4 @@
-import type { Effect } from "effect";
+import { Data, type Effect } from "effect";
 import type { PlaybackUnavailable } from "../errors.js";
 
 /**
@@ -16,10 +16,9 @@ export interface VerifiedToken {
 }
 
 /** Why a token was refused: malformed, forged, of another purpose, or expired. */
-export interface TokenRejected {
-  readonly _tag: "TokenRejected";
+export class TokenRejected extends Data.TaggedError("TokenRejected")<{
   readonly reason: "malformed" | "signature" | "purpose" | "expired" | "claims";
-}
+}> {}
 
 /** Signs and verifies compact JWS tokens; signing keys stay inside the adapter. */
 export interface TokenSigner {

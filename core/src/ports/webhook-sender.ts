@@ -1,4 +1,4 @@
-import type { Effect } from "effect";
+import { Data, type Effect } from "effect";
 
 /** A signed event on its way to one endpoint. */
 export interface WebhookMessage {
@@ -20,10 +20,7 @@ export interface SendResult {
 }
 
 /** A URL the sender will not send to, with the reason a client is told. */
-export interface UrlRefused {
-  readonly _tag: "UrlRefused";
-  readonly reason: string;
-}
+export class UrlRefused extends Data.TaggedError("UrlRefused")<{ readonly reason: string }> {}
 
 /**
  * Sends webhook events (network I/O, so an adapter). The rule on where it may send (scheme,

@@ -1,4 +1,6 @@
 import { Schema } from "effect";
+import { PLAYBACK_TTL_MAX_SECONDS, PLAYBACK_TTL_MIN_SECONDS } from "../domain/playback-session.js";
+import { MAX_PART_COUNT } from "../domain/upload-session.js";
 import { AssetStatus, AssetVisibility, Scope, WebhookEventType } from "./resources.js";
 
 // Validation messages never echo the value: a password must not come back in an error body.
@@ -135,12 +137,14 @@ export const PartUrlQuery = Schema.Struct({
 
 export const PartParams = Schema.Struct({
   id: NonEmpty,
-  number: Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 10_000)),
+  number: Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, MAX_PART_COUNT)),
 });
 
 export const CreatePlaybackBody = Schema.Struct({
   asset_id: NonEmpty,
-  ttl_seconds: Schema.optional(Schema.Int.pipe(Schema.between(60, 86_400))),
+  ttl_seconds: Schema.optional(
+    Schema.Int.pipe(Schema.between(PLAYBACK_TTL_MIN_SECONDS, PLAYBACK_TTL_MAX_SECONDS)),
+  ),
 });
 
 /** A telemetry batch; events are checked one by one afterwards (invalid ones are dropped). */

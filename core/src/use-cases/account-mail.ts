@@ -3,8 +3,9 @@ import type { VodConfig } from "../config.js";
 import { type EmailToken, type EmailTokenPurpose, emailTokenLifetimeMs } from "../domain/email-token.js";
 import { normalizeEmail, publicUser } from "../domain/user.js";
 import { Conflict, InvalidRequest, type StorageError } from "../errors.js";
-import type { Job, JobFailed } from "../ports/job-queue.js";
+import { type Job, JobFailed } from "../ports/job-queue.js";
 import type { MailMessage } from "../ports/mailer.js";
+import type { Repositories } from "../ports/repositories.js";
 import type { Requests } from "../schema/index.js";
 import type { VodPorts } from "../tokens.js";
 import type { Forget, Principal } from "./authenticate.js";
@@ -26,6 +27,21 @@ const invalidToken = () =>
   new InvalidRequest({
     message: "the link is invalid, used or expired; ask for a new one",
     details: { fields: [{ path: ["token"], message: "is invalid, used or expired" }] },
+  });
+
+/**
+ * Spends a link of `purpose` and answers its user, if the account still has the email the link
+ * was sent to; an unknown, used or expired link, or one whose account changed email, is refused.
+ */
+const spendLink = (tx: Repositories, token: string, purpose: EmailTokenPurpose, now: number) =>
+  Effect.gen(function* () {
+    const used = yield* tx.emailTokens.use(sha256Hex(token), purpose, now);
+    if (Option.isNone(used)) return yield* Effect.fail(invalidToken());
+    const { tenant_id, user_id, email } = used.value;
+    const user = yield* tx.users.get(tenant_id, user_id);
+    if (Option.isNone(user) || normalizeEmail(user.value.email) !== normalizeEmail(email))
+      return yield* Effect.fail(invalidToken());
+    return user.value;
   });
 
 const mailOf = (purpose: EmailTokenPurpose, to: string, link: string): MailMessage =>
@@ -75,14 +91,9 @@ export const makeAccountMail = (ports: VodPorts, config: VodConfig, forget: Forg
       // The link is spent if and only if the email is marked verified.
       const user = yield* storage.transaction((tx) =>
         Effect.gen(function* () {
-          const used = yield* tx.emailTokens.use(sha256Hex(token), "verify_email", clock.now());
-          if (Option.isNone(used)) return yield* Effect.fail(invalidToken());
-          const { tenant_id, user_id, email } = used.value;
-          const found = yield* tx.users.get(tenant_id, user_id);
-          if (Option.isNone(found) || normalizeEmail(found.value.email) !== normalizeEmail(email))
-            return yield* Effect.fail(invalidToken());
-          yield* tx.users.setEmailVerified(tenant_id, user_id, true);
-          return found.value;
+          const found = yield* spendLink(tx, token, "verify_email", clock.now());
+          yield* tx.users.setEmailVerified(found.tenant_id, found.id, true);
+          return found;
         }),
       );
       // GET /v1/auth/me of every session of the user shows the verified email at once.
@@ -114,14 +125,10 @@ export const makeAccountMail = (ports: VodPorts, config: VodConfig, forget: Forg
       const now = clock.now();
       const reset = yield* storage.transaction((tx) =>
         Effect.gen(function* () {
-          const used = yield* tx.emailTokens.use(sha256Hex(input.token), "reset_password", now);
-          if (Option.isNone(used)) return yield* Effect.fail(invalidToken());
-          const { tenant_id, user_id, email } = used.value;
-          const user = yield* tx.users.get(tenant_id, user_id);
-          if (Option.isNone(user) || normalizeEmail(user.value.email) !== normalizeEmail(email))
-            return yield* Effect.fail(invalidToken());
+          const user = yield* spendLink(tx, input.token, "reset_password", now);
+          const { tenant_id, id: user_id } = user;
           yield* tx.users.setPasswordHash(tenant_id, user_id, passwordHash);
-          const claimed = yield* proveEmail(tx, user.value, now);
+          const claimed = yield* proveEmail(tx, user, now);
           yield* tx.refreshSessions.revokeUserSessions(tenant_id, user_id, null, now, "password_changed");
           yield* tx.emailTokens.useAllOfUser(tenant_id, user_id, "reset_password", now);
           return { tenant_id, user_id, claimed };
@@ -187,6 +194,6 @@ export const makeAccountMail = (ports: VodPorts, config: VodConfig, forget: Forg
   return { requestVerification, confirmEmail, forgotPassword, resetPassword, sendAccountMail };
 };
 
-const jobFailed = (message: string, cause?: unknown): JobFailed => ({ _tag: "JobFailed", message, cause });
+const jobFailed = (message: string, cause?: unknown): JobFailed => new JobFailed({ message, cause });
 
 export type AccountMail = ReturnType<typeof makeAccountMail>;

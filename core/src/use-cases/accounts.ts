@@ -3,15 +3,7 @@ import type { VodConfig } from "../config.js";
 import { type RevokedReason, refreshTokenState } from "../domain/refresh-session.js";
 import { defaultTenantName, slugify, type Tenant } from "../domain/tenant.js";
 import { publicUser, type User, type UserRecord } from "../domain/user.js";
-import {
-  Conflict,
-  Forbidden,
-  type InternalError,
-  InvalidRequest,
-  type RateLimited,
-  type StorageError,
-  Unauthorized,
-} from "../errors.js";
+import { Conflict, Forbidden, InvalidRequest, Unauthorized } from "../errors.js";
 import type { VerifiedIdentity } from "../ports/identity-verifier.js";
 import type { Repositories } from "../ports/repositories.js";
 import type { Requests, Resources } from "../schema/index.js";
@@ -371,11 +363,3 @@ export const makeAccounts = (ports: VodPorts, config: VodConfig, forget: Forget)
 const emailTaken = () => new Conflict({ message: "an account with this email already exists" });
 
 export type Accounts = ReturnType<typeof makeAccounts>;
-export type AccountsError =
-  | Conflict
-  | Unauthorized
-  | Forbidden
-  | InvalidRequest
-  | RateLimited
-  | InternalError
-  | StorageError;

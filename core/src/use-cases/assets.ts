@@ -3,7 +3,7 @@ import type { VodConfig } from "../config.js";
 import { assetDetailsChange, newAssetDraft } from "../domain/asset.js";
 import { originKey, renditionsPrefix } from "../domain/object-keys.js";
 import { InvalidRequest, NotFound, type StorageError } from "../errors.js";
-import type { Job, JobFailed } from "../ports/job-queue.js";
+import { type Job, JobFailed } from "../ports/job-queue.js";
 import type { AssetKey } from "../ports/repositories.js";
 import type { Requests } from "../schema/index.js";
 import type { VodPorts } from "../tokens.js";
@@ -165,8 +165,7 @@ export const makeAssets = (ports: VodPorts, config: VodConfig, endPlayback: EndP
     }).pipe(
       Effect.catchTag(
         "StorageError",
-        (e): Effect.Effect<never, JobFailed> =>
-          Effect.fail({ _tag: "JobFailed", message: e.message, cause: e }),
+        (e): Effect.Effect<never, JobFailed> => Effect.fail(new JobFailed({ message: e.message, cause: e })),
       ),
     );
 

@@ -10,13 +10,13 @@ import {
 } from "../domain/asset.js";
 import { originKey, renditionKey, renditionsPrefix } from "../domain/object-keys.js";
 import { StorageError } from "../errors.js";
-import type { Job, JobFailed } from "../ports/job-queue.js";
-import type {
-  MediaInput,
+import { type Job, JobFailed } from "../ports/job-queue.js";
+import {
+  type MediaInput,
   MediaRejected,
-  PlannedRendition,
-  ProbedSource,
-  Rendition,
+  type PlannedRendition,
+  type ProbedSource,
+  type Rendition,
 } from "../ports/media-processor.js";
 import type { VodPorts } from "../tokens.js";
 import { makeContentKeys } from "./content-keys.js";
@@ -89,7 +89,7 @@ const verdict = (failed: FailureCode, reason: string, source?: SourceMetadata): 
   ...(source ? { source } : {}),
 });
 
-const jobFailed = (message: string, cause?: unknown): JobFailed => ({ _tag: "JobFailed", message, cause });
+const jobFailed = (message: string, cause?: unknown): JobFailed => new JobFailed({ message, cause });
 
 /** What a processing job did to its asset, for the worker to name in its log. */
 export type ProcessingOutcome =
@@ -286,11 +286,11 @@ export const makeProcessing = (
           // any failure does, retried, or on the last attempt a failed asset, not one left processing.
           Effect.timeoutFail({
             duration: config.processing.maxRunMs,
-            onTimeout: (): MediaRejected => ({
-              _tag: "MediaRejected",
-              code: "processing_error",
-              message: `processing ran longer than ${config.processing.maxRunMs / 1000} s`,
-            }),
+            onTimeout: () =>
+              new MediaRejected({
+                code: "processing_error",
+                message: `processing ran longer than ${config.processing.maxRunMs / 1000} s`,
+              }),
           }),
           Effect.mapError((e: MediaRejected | StorageError | Verdict): Verdict | JobFailed => {
             if (e._tag === "Verdict") return e;

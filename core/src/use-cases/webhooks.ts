@@ -11,7 +11,7 @@ import {
 import { InvalidRequest, NotFound, type StorageError } from "../errors.js";
 import type { Clock } from "../ports/clock.js";
 import type { Ids } from "../ports/ids.js";
-import type { Job, JobFailed } from "../ports/job-queue.js";
+import { type Job, JobFailed } from "../ports/job-queue.js";
 import type { Repositories } from "../ports/repositories.js";
 import type { SendResult } from "../ports/webhook-sender.js";
 import { type Requests, Resources as Rs } from "../schema/index.js";
@@ -247,7 +247,7 @@ export const makeWebhooks = (ports: VodPorts, config: VodConfig) => {
       return { delivery: deliveryView(delivery) };
     });
 
-  const jobFailed = (message: string, cause?: unknown): JobFailed => ({ _tag: "JobFailed", message, cause });
+  const jobFailed = (message: string, cause?: unknown): JobFailed => new JobFailed({ message, cause });
 
   /**
    * One attempt of a delivery job. The attempt and the job of the next one commit together, and

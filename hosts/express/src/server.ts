@@ -88,7 +88,8 @@ export const startHost = async (
     throw error;
   }
   const { vod } = composed;
-  // One port serves the API, the media app and (later) the DRM app unless they are split.
+  // Every route on one port: {media_url} and {drm_url} only name where links send clients (a proxy
+  // or CDN may front them), not listeners of their own.
   const app = createApiApp({
     vod,
     logger,

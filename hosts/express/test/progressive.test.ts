@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { ffmpegMediaProcessor } from "@vod/adapter-ffmpeg";
 import { memoryObjectStore, memoryRevocationStore } from "@vod/adapter-memory";
-import type { MediaProcessor } from "@vod/core";
+import { type MediaProcessor, MediaRejected } from "@vod/core";
 import type { RunningHost } from "@vod/host-express";
 import { Effect } from "effect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -266,7 +266,7 @@ describe("progressive readiness when a later rendition fails", () => {
         const code = options?.shared === false ? failures.shift() : undefined;
         return code === undefined
           ? inner.package(input, source, renditions, emit, options)
-          : Effect.fail({ _tag: "MediaRejected" as const, code, message: `made to fail: ${code}` });
+          : Effect.fail(new MediaRejected({ code, message: `made to fail: ${code}` }));
       },
     };
     return { processor, runs };

@@ -1,6 +1,6 @@
 // CRC32C (Castagnoli), as GCS reports it in `crc32c` and `x-goog-hash`: the big-endian 4 bytes in
-// base64. Node has no CRC32C of its own. Slicing by 8 keeps hashing a 64 MiB part well under a
-// second; `combine` gives a multipart object its checksum from its parts' without reading them again.
+// base64. Node has no CRC32C of its own. Slicing by 8 keeps hashing a large part quick enough for
+// tests; `combine` gives a multipart object its checksum from its parts' without reading them again.
 
 const POLY = 0x82f63b78;
 

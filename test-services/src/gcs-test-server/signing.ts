@@ -1,7 +1,7 @@
 import { createHash, createHmac, type KeyObject, timingSafeEqual, verify } from "node:crypto";
 
 /** RFC 3986 unreserved characters stay; everything else is %XX, as GCS's V4 canonical form wants. */
-export const strictEncode = (text: string): string =>
+const strictEncode = (text: string): string =>
   encodeURIComponent(text).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 
 /** A percent-decoded query: the raw `a=b&c=d` split as sent, each side decoded. */
@@ -156,7 +156,7 @@ export interface SignedRequest {
 }
 
 /** Decodes each path segment and encodes it again strictly, so `%2f` and `%2F` sign alike. */
-export const canonicalPath = (rawPath: string): string | undefined => {
+const canonicalPath = (rawPath: string): string | undefined => {
   try {
     return rawPath
       .split("/")

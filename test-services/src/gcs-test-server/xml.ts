@@ -1,7 +1,7 @@
 // The few XML documents of the XML API, written and read by hand: their shapes are fixed and small,
 // and a strict reader is the point (a body GCS would refuse is refused here too).
 
-export const escapeXml = (text: string): string =>
+const escapeXml = (text: string): string =>
   text.replace(
     /[<>&'"]/g,
     (c) => ({ "<": "&lt;", ">": "&gt;", "&": "&amp;", "'": "&apos;", '"': "&quot;" })[c]!,
