@@ -27,9 +27,7 @@ export class DataDirectoryInUse extends Error {
     readonly pid: number,
     readonly command: string,
   ) {
-    super(
-      `the data directory ${dataDir} is in use by process ${pid} (${command}); stop that process first, or run this command while it serves, for commands that can go through it`,
-    );
+    super(`the data directory ${dataDir} is in use by process ${pid} (${command}): stop that process first`);
     this.name = "DataDirectoryInUse";
   }
 }
