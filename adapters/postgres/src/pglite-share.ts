@@ -1,23 +1,24 @@
 import { createHash } from "node:crypto";
 import { mkdirSync, realpathSync, rmSync } from "node:fs";
 import { connect, createServer, type Server, type Socket } from "node:net";
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { deserialize, serialize } from "node:v8";
 
 /**
  * One process opens a PGlite data directory; others reach it through that process. The owner
  * listens on a local socket named after the directory, which is also the lock: on Linux an
  * abstract socket (`\0...`), which the kernel frees when its process dies however it dies, so
- * no stale lock outlives a crash and nothing in the directory needs cleaning. Elsewhere a socket
- * file in the directory, which a dead owner leaves behind: one that refuses connections is stale
- * and is replaced.
+ * no stale lock outlives a crash and nothing needs cleaning. Elsewhere a socket file beside the
+ * directory, which a dead owner leaves behind: one that refuses connections is stale and is
+ * replaced.
  */
 export const shareAddress = (dataDir: string) => {
   mkdirSync(dataDir, { recursive: true });
   const real = realpathSync(dataDir);
   if (process.platform === "linux")
     return `\0vod-pglite-${createHash("sha256").update(real).digest("hex").slice(0, 40)}`;
-  return join(real, ".vod-pglite.sock");
+  // Beside the directory, not in it: PGlite's copies of it (`dumpDataDir`) take every file.
+  return join(dirname(real), `.${basename(real)}.vod.sock`);
 };
 
 /** The data directory is another process's: it says which, for the message to the operator. */

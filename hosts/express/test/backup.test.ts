@@ -35,7 +35,12 @@ const tenant = async (url: string) => {
     headers: { authorization: `Bearer ${signup.body.access_token}` },
   });
   expect(key.status).toBe(201);
-  return { email, key: key.body.key as string, keyId: key.body.id as string };
+  return {
+    email,
+    key: key.body.key as string,
+    keyId: key.body.id as string,
+    refreshToken: signup.body.refresh_token as string,
+  };
 };
 
 /**
@@ -136,6 +141,11 @@ describe("vod backup / vod restore of the embedded default", () => {
     const restoredHost = await scratch.serve({ VOD_DATA_DIR: target });
     const login = await call(restoredHost.url, "/v1/auth/login", { body: { email: owner.email, password } });
     expect(login.status).toBe(200);
+    // The session of the signup, from before the backup, goes on.
+    const refreshed = await call(restoredHost.url, "/v1/auth/refresh", {
+      body: { refresh_token: owner.refreshToken },
+    });
+    expect(refreshed.status).toBe(200);
     const ids = await allAssetIds(restoredHost.url, owner.key);
     expect(ids).toEqual(expect.arrayContaining([...before, played]));
     expect(ids.length).toBe(manifest.tables["public.assets"]);
