@@ -2,6 +2,8 @@
 // (see pglite-process.ts for the protocol), and by other processes of the same data directory
 // (`vod tenant suspend`, `vod backup`) over a local socket, with the same requests. It ends only
 // when the host closes it or goes away, so that no orphan keeps the data directory open.
+import { randomBytes, timingSafeEqual } from "node:crypto";
+import { writeFileSync } from "node:fs";
 import type { Server, Socket } from "node:net";
 import { createServer } from "node:net";
 import type { PGlite } from "@electric-sql/pglite";
@@ -15,6 +17,7 @@ import {
   holdDirectory,
   readFrames,
   shareAddress,
+  shareKeyPath,
 } from "./pglite-share.js";
 import type { Queryable, SessionScope } from "./sql.js";
 
@@ -37,8 +40,10 @@ export type Request =
   | { readonly id: number; readonly op: "begin" }
   | { readonly id: number; readonly op: "end"; readonly tx: number; readonly commit: boolean }
   | { readonly id: number; readonly op: "close" }
-  /** Who owns the directory (`Holder`). */
+  /** Who owns the directory (`Holder`); the one request answered before `auth`. */
   | { readonly id: number; readonly op: "hello" }
+  /** The key in `shareKeyPath`: a process that cannot read it gets nothing else. */
+  | { readonly id: number; readonly op: "auth"; readonly key: string }
   /** Passed on to every other process on this database (`Reply` `broadcast`). */
   | { readonly id: number; readonly op: "publish"; readonly message: unknown }
   /** A consistent copy of the data directory, with its tables' row counts (`Snapshot`). */
@@ -77,6 +82,8 @@ const HOLD_MS = 1;
 /** One process this database answers: the host over IPC, or another over the socket. */
 interface Peer {
   readonly host: boolean;
+  /** It showed the key (the host needs none). */
+  authenticated: boolean;
   send(reply: Reply): void;
   flush(): void;
 }
@@ -92,6 +99,7 @@ const peer = (host: boolean, write: (batch: Reply[]) => void): Peer => {
   };
   return {
     host,
+    authenticated: host,
     flush,
     send: (reply) => {
       outbox.push(reply);
@@ -109,6 +117,7 @@ const main = async () => {
   const holder: Holder = { ...owner, shares: true };
   const hostPeer = peer(true, (batch) => process.send?.(batch));
   const peers = new Set<Peer>([hostPeer]);
+  const key = Buffer.from(randomBytes(32).toString("hex"));
 
   /** Open transactions: their connection, how to end them, and whose they are. */
   const open = new Map<
@@ -135,6 +144,13 @@ const main = async () => {
 
   const handle = async (request: Request, from: Peer): Promise<unknown> => {
     if (request.op === "hello") return holder;
+    if (request.op === "auth") {
+      const given = Buffer.from(String(request.key));
+      from.authenticated = given.length === key.length && timingSafeEqual(given, key);
+      if (!from.authenticated) throw new Error("wrong key");
+      return undefined;
+    }
+    if (!from.authenticated) throw new Error("not authenticated: show the key first");
     const { db, plain } = await database;
     const on = (tx: number | undefined) => {
       if (tx === undefined) return plain;
@@ -236,6 +252,7 @@ const main = async () => {
     process.disconnect();
     return;
   }
+  writeFileSync(shareKeyPath(dataDir), key, { mode: 0o600 });
   await initdbApart(dataDir);
   // The same PGlite, with the same options, as openPglite would make in-process.
   const db = await createPglite(dataDir, pgliteOptions);

@@ -1,5 +1,6 @@
 import { type ChildProcess, fork } from "node:child_process";
 import { existsSync } from "node:fs";
+import { readFile } from "node:fs/promises";
 import type { Socket } from "node:net";
 import { fileURLToPath } from "node:url";
 import type { Snapshot } from "./pglite-backup.js";
@@ -13,6 +14,7 @@ import {
   liveOwner,
   readFrames,
   shareAddress,
+  shareKeyPath,
 } from "./pglite-share.js";
 import { type RowArrays, rowObjects } from "./row-forms.js";
 import type { Queryable, QueryResult, SessionScope, SqlDatabase } from "./sql.js";
@@ -178,13 +180,17 @@ const overChannel = (channel: Channel, reached: boolean, firstId = 1) => {
       await channel.end();
     },
   };
-  return { db, receive, lost };
+  return { db, receive, lost, call };
 };
 
 /** The database of the process that owns the directory, through its socket. */
-const reach = (socket: Socket, options: PgliteProcessOptions): EmbeddedDatabase => {
+const reach = async (
+  dataDir: string,
+  socket: Socket,
+  options: PgliteProcessOptions,
+): Promise<EmbeddedDatabase> => {
   const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
-  const { db, receive, lost } = overChannel(
+  const { db, receive, lost, call } = overChannel(
     {
       send: (batch, done) => {
         socket.write(frame(batch), (error) => done(error ?? null));
@@ -202,6 +208,16 @@ const reach = (socket: Socket, options: PgliteProcessOptions): EmbeddedDatabase 
     const reason = "the process that owns the embedded database went away";
     if (lost(reason)) options.onExit?.(reason);
   });
+  let key: string;
+  try {
+    key = await readFile(shareKeyPath(dataDir), "utf8");
+  } catch (error) {
+    socket.destroy();
+    throw new Error(
+      `cannot read the key of the process that owns ${dataDir} (${error instanceof Error ? error.message : String(error)}): run this as the user that runs it`,
+    );
+  }
+  await call({ op: "auth", key });
   return db;
 };
 
@@ -268,7 +284,7 @@ export const openPgliteProcess = async (
   for (let attempt = 0; ; attempt++) {
     const owner = await liveOwner(address);
     if (owner) {
-      if (options.whenInUse === "reach" && owner.holder.shares) return reach(owner.socket, options);
+      if (options.whenInUse === "reach" && owner.holder.shares) return reach(dataDir, owner.socket, options);
       owner.socket.destroy();
       throw new DataDirectoryInUse(dataDir, owner.holder.pid, owner.holder.command);
     }

@@ -21,6 +21,16 @@ export const shareAddress = (dataDir: string) => {
   return join(dirname(real), `.${basename(real)}.vod.sock`);
 };
 
+/**
+ * Where the owner keeps the key other processes must show before their first query: an abstract
+ * socket has no file permissions, so any local user could connect to it. The key file is readable
+ * by the data directory's user only, as the database's own files are. Beside the directory.
+ */
+export const shareKeyPath = (dataDir: string) => {
+  const real = realpathSync(dataDir);
+  return join(dirname(real), `.${basename(real)}.vod-key`);
+};
+
 /** The data directory is another process's: it says which, for the message to the operator. */
 export class DataDirectoryInUse extends Error {
   constructor(

@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { DataDirectoryInUse, migrate, openPglite, openPgliteProcess } from "@vod/adapter-postgres";
 import { afterAll, describe, expect, it } from "vitest";
 
@@ -75,6 +75,13 @@ describe("a PGlite data directory has one owner", () => {
       });
       await reached.publish({ hello: "owner" });
       await reached.close();
+      // The socket is open to any local user; only one who can read the owner's key is served.
+      const keyFile = join(dir, "..", `.${basename(dir)}.vod-key`);
+      const key = await readFile(keyFile, "utf8");
+      expect((await stat(keyFile)).mode & 0o777).toBe(0o600);
+      await writeFile(keyFile, "0".repeat(key.length));
+      await expect(openPgliteProcess(dir, { whenInUse: "reach" })).rejects.toThrow("wrong key");
+      await writeFile(keyFile, key);
       // Written in the owner's files, and the owner told.
       expect((await owner.query("SELECT id FROM tenants WHERE id = 't_reached'")).rows).toEqual([
         { id: "t_reached" },
