@@ -1,9 +1,21 @@
 import { type ChildProcess, fork } from "node:child_process";
 import { existsSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import type { Socket } from "node:net";
 import { fileURLToPath } from "node:url";
-import { initdbApart } from "./initdb.js";
-import type { Reply, Request } from "./pglite-child.js";
+import type { Snapshot } from "./pglite-backup.js";
+import type { ChildOptions, Reply, Request } from "./pglite-child.js";
 import type { PgliteOptions } from "./pglite-session.js";
+import {
+  commandLine,
+  DataDirectoryInUse,
+  frame,
+  type Holder,
+  liveOwner,
+  readFrames,
+  shareAddress,
+  shareKeyPath,
+} from "./pglite-share.js";
 import { type RowArrays, rowObjects } from "./row-forms.js";
 import type { Queryable, QueryResult, SessionScope, SqlDatabase } from "./sql.js";
 
@@ -12,10 +24,29 @@ type Unsent = Request extends infer R ? (R extends Request ? Omit<R, "id"> : nev
 
 export interface PgliteProcessOptions extends PgliteOptions {
   /**
-   * Called when the database process ends without being closed (killed, out of memory). Every
-   * query from then on fails; a host should stop, so that its supervisor starts it afresh.
+   * Called when the database process ends without being closed (killed, out of memory), or, for
+   * a process that reached another's database, when that one went away. Every query from then on
+   * fails; a host should stop, so that its supervisor starts it afresh.
    */
   readonly onExit?: (reason: string) => void;
+  /**
+   * When another process owns the data directory: `refuse` (the default) fails with
+   * `DataDirectoryInUse`, naming it; `reach` sends every query to that process's database, so
+   * that what this process writes is what the owner serves, and stays written.
+   */
+  readonly whenInUse?: "refuse" | "reach";
+}
+
+/** The embedded database: SQL, plus what only a data directory's single owner can offer. */
+export interface EmbeddedDatabase extends SqlDatabase {
+  readonly engine: "pglite";
+  /** True when another process owns the directory and this one reached it (`whenInUse: "reach"`). */
+  readonly reached: boolean;
+  /** A consistent copy of the data directory and its tables' row counts, taken while it serves. */
+  snapshot(): Promise<Snapshot>;
+  /** Tells every other process on this database (`onBroadcast`); resolves once it is passed on. */
+  publish(message: unknown): Promise<void>;
+  onBroadcast(listener: (message: unknown) => void): void;
 }
 
 /** The child's script beside this module; run from sources (tests), the built one. */
@@ -28,55 +59,44 @@ const childScript = () => {
 const rebuilt = (fields: Record<string, unknown>) =>
   Object.assign(new Error(String(fields.message ?? "database error")), fields);
 
+/** How requests reach the database process: the host's IPC, or another process's socket. */
+interface Channel {
+  send(batch: Request[], done: (error: Error | null) => void): void;
+  /** Ends it once the close request is answered. */
+  end(): Promise<void>;
+}
+
 /**
- * PGlite in a process of its own, on `dataDir`, driven over IPC: the same SQL, transactions and
- * single-connection semantics as `openPglite`, but Postgres' work (its executor runs synchronously
- * in WebAssembly) and its memory (a WebAssembly heap several times the host's own) stay out of the
- * host's process, off the event loop that serves uploads and playback.
+ * The SqlDatabase over a channel to the database process: `receive` takes its replies, `lost`
+ * fails what waits when the channel goes away.
  */
-export const openPgliteProcess = async (
-  dataDir: string,
-  options: PgliteProcessOptions = {},
-): Promise<SqlDatabase> => {
-  await initdbApart(dataDir);
-  const child: ChildProcess = fork(
-    childScript(),
-    [dataDir, JSON.stringify({ sharedBuffersMb: options.sharedBuffersMb })],
-    {
-      serialization: "advanced",
-      stdio: ["ignore", "inherit", "inherit", "ipc"],
-    },
-  );
+const overChannel = (channel: Channel, reached: boolean, firstId = 1) => {
   const pending = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();
-  let nextId = 1;
+  const listeners = new Set<(message: unknown) => void>();
+  let nextId = firstId;
   let gone: string | undefined;
   let closing = false;
 
-  const ready = new Promise<void>((resolve, reject) => {
-    // Replies come in batches (the child's turn of its event loop), like the requests.
-    child.on("message", (replies: ReadonlyArray<Reply>) => {
-      for (const reply of replies) {
-        if ("ready" in reply) {
-          resolve();
-          continue;
-        }
-        const waiting = pending.get(reply.id);
-        if (!waiting) continue;
-        pending.delete(reply.id);
-        if (reply.ok) waiting.resolve(reply.result);
-        else waiting.reject(rebuilt(reply.error));
+  const receive = (replies: ReadonlyArray<Reply>) => {
+    for (const reply of replies) {
+      if ("broadcast" in reply) {
+        for (const listener of listeners) listener(reply.broadcast);
+        continue;
       }
-    });
-    child.on("exit", (code, signal) => {
-      gone = `the embedded database process exited (${signal ?? `code ${code}`})`;
-      for (const waiting of pending.values()) waiting.reject(new Error(gone));
-      pending.clear();
-      reject(new Error(gone));
-      if (!closing) options.onExit?.(gone);
-    });
-    child.on("error", (error) => reject(error));
-  });
-  await ready;
+      if (!("id" in reply)) continue;
+      const waiting = pending.get(reply.id);
+      if (!waiting) continue;
+      pending.delete(reply.id);
+      if (reply.ok) waiting.resolve(reply.result);
+      else waiting.reject(rebuilt(reply.error));
+    }
+  };
+  const lost = (reason: string) => {
+    gone = reason;
+    for (const waiting of pending.values()) waiting.reject(new Error(reason));
+    pending.clear();
+    return !closing;
+  };
 
   /**
    * The requests of one turn of the event loop go as one message: a burst of HTTP requests makes
@@ -86,7 +106,7 @@ export const openPgliteProcess = async (
   const flush = () => {
     const batch = outbox;
     outbox = [];
-    child.send(batch, (error) => {
+    channel.send(batch, (error) => {
       if (!error) return;
       for (const request of batch) {
         const waiting = pending.get(request.id);
@@ -118,8 +138,9 @@ export const openPgliteProcess = async (
     },
   });
 
-  return {
+  const db: EmbeddedDatabase = {
     engine: "pglite",
+    reached,
     ...over(),
     transaction: async (fn) => {
       const tx = (await call({ op: "begin" })) as number;
@@ -147,12 +168,130 @@ export const openPgliteProcess = async (
       ),
     // One connection is all PGlite has: session state (advisory locks) lives on it anyway.
     withConnection: (fn) => fn(over()),
+    snapshot: async () => (await call({ op: "snapshot" })) as Snapshot,
+    publish: async (message) => {
+      await call({ op: "publish", message });
+    },
+    onBroadcast: (listener) => void listeners.add(listener),
     close: async () => {
       if (gone !== undefined) return;
       closing = true;
-      const exited = new Promise((resolve) => child.once("exit", resolve));
       await call({ op: "close" }).catch(() => undefined);
-      await exited;
+      await channel.end();
     },
   };
+  return { db, receive, lost, call };
+};
+
+/** The database of the process that owns the directory, through its socket. */
+const reach = async (
+  dataDir: string,
+  socket: Socket,
+  options: PgliteProcessOptions,
+): Promise<EmbeddedDatabase> => {
+  const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
+  const { db, receive, lost, call } = overChannel(
+    {
+      send: (batch, done) => {
+        socket.write(frame(batch), (error) => done(error ?? null));
+      },
+      end: async () => {
+        socket.end();
+        await closed;
+      },
+    },
+    true,
+  );
+  readFrames(socket, (replies) => receive(replies as ReadonlyArray<Reply>));
+  socket.on("error", () => socket.destroy());
+  socket.once("close", () => {
+    const reason = "the process that owns the embedded database went away";
+    if (lost(reason)) options.onExit?.(reason);
+  });
+  let key: string;
+  try {
+    key = await readFile(shareKeyPath(dataDir), "utf8");
+  } catch (error) {
+    socket.destroy();
+    throw new Error(
+      `cannot read the key of the process that owns ${dataDir} (${error instanceof Error ? error.message : String(error)}): run this as the user that runs it`,
+    );
+  }
+  await call({ op: "auth", key });
+  return db;
+};
+
+/** PGlite in a child process that takes the directory, or who holds it already. */
+const spawnOwner = async (
+  dataDir: string,
+  options: PgliteProcessOptions,
+): Promise<EmbeddedDatabase | { readonly inUse: Holder }> => {
+  const childOptions: ChildOptions = {
+    sharedBuffersMb: options.sharedBuffersMb,
+    owner: { pid: process.pid, command: commandLine() },
+  };
+  const child: ChildProcess = fork(childScript(), [dataDir, JSON.stringify(childOptions)], {
+    serialization: "advanced",
+    stdio: ["ignore", "inherit", "inherit", "ipc"],
+  });
+  const exited = new Promise((resolve) => child.once("exit", resolve));
+  const { db, receive, lost } = overChannel(
+    {
+      send: (batch, done) => {
+        child.send(batch, (error) => done(error ?? null));
+      },
+      end: async () => {
+        await exited;
+      },
+    },
+    false,
+  );
+  return new Promise((resolve, reject) => {
+    let started = false;
+    // Replies come in batches (the child's turn of its event loop), like the requests.
+    child.on("message", (replies: ReadonlyArray<Reply>) => {
+      for (const reply of replies) {
+        if ("ready" in reply) {
+          started = true;
+          resolve(db);
+        } else if ("inUse" in reply) resolve({ inUse: reply.inUse });
+      }
+      receive(replies);
+    });
+    child.on("exit", (code, signal) => {
+      const reason = `the embedded database process exited (${signal ?? `code ${code}`})`;
+      const unexpected = lost(reason);
+      reject(new Error(reason));
+      if (started && unexpected) options.onExit?.(reason);
+    });
+    child.on("error", (error) => reject(error));
+  });
+};
+
+/**
+ * PGlite in a process of its own, on `dataDir`, driven over IPC: the same SQL, transactions and
+ * single-connection semantics as `openPglite`, but Postgres' work (its executor runs synchronously
+ * in WebAssembly) and its memory (a WebAssembly heap several times the host's own) stay out of the
+ * host's process, off the event loop that serves uploads and playback. That process owns the directory
+ * (pglite-share.ts): while it runs, another process fails to open it, or with `whenInUse:
+ * "reach"` sends its queries there.
+ */
+export const openPgliteProcess = async (
+  dataDir: string,
+  options: PgliteProcessOptions = {},
+): Promise<EmbeddedDatabase> => {
+  const address = shareAddress(dataDir);
+  for (let attempt = 0; ; attempt++) {
+    const owner = await liveOwner(address);
+    if (owner) {
+      if (options.whenInUse === "reach" && owner.holder.shares) return reach(dataDir, owner.socket, options);
+      owner.socket.destroy();
+      throw new DataDirectoryInUse(dataDir, owner.holder.pid, owner.holder.command);
+    }
+    const opened = await spawnOwner(dataDir, options);
+    if (!("inUse" in opened)) return opened;
+    // Another process took the directory between the look and the child's start.
+    if (options.whenInUse !== "reach" || attempt > 2)
+      throw new DataDirectoryInUse(dataDir, opened.inUse.pid, opened.inUse.command);
+  }
 };

@@ -1,5 +1,6 @@
 import { PGlite, parse as pgliteParse, protocol } from "@electric-sql/pglite";
 import { initdbApart } from "./initdb.js";
+import { holdHere } from "./pglite-share.js";
 import { type RowArrays, rowForms, rowObjects } from "./row-forms.js";
 import {
   INT8,
@@ -11,7 +12,7 @@ import {
 } from "./sql.js";
 import { neutralInTransaction, neutralSession } from "./tenancy.js";
 
-const overPglite = (db: Pick<PGlite, "query" | "exec">): Queryable => ({
+export const overPglite = (db: Pick<PGlite, "query" | "exec">): Queryable => ({
   query: async <R>(text: string, params?: ReadonlyArray<unknown>) => {
     if (params === undefined || params.length === 0) {
       // PGlite's extended protocol takes one statement; exec takes several.
@@ -390,8 +391,9 @@ export interface PgliteOptions {
 }
 
 /** PGlite as this adapter runs it, in this process or in its own (`pglite-child.ts`). */
-export const createPglite = (dataDir: string | undefined, options: PgliteOptions = {}) =>
+export const createPglite = (dataDir: string | undefined, options: PgliteOptions = {}, loadDataDir?: Blob) =>
   PGlite.create(dataDir, {
+    ...(loadDataDir ? { loadDataDir } : {}),
     startParams: [...PGlite.defaultStartParams, "-c", `shared_buffers=${options.sharedBuffersMb ?? 16}MB`],
     // An int8 as a JS number, as on a server (`pg-pool.ts`) and in the binary form: PGlite's
     // own parser answers a BigInt past 2^53, which JSON.stringify refuses.
@@ -400,18 +402,28 @@ export const createPglite = (dataDir: string | undefined, options: PgliteOptions
 
 /**
  * Postgres compiled to WebAssembly, in this process, its files under `dataDir` (in memory when
- * omitted). One process owns a data directory at a time. Its transactions queue the other
- * queries, so they are serializable.
+ * omitted). One process owns a data directory at a time: while this one is open, another
+ * process fails to open it (`DataDirectoryInUse`, pglite-share.ts). Its transactions queue the
+ * other queries, so they are serializable.
  */
 export const openPglite = async (dataDir?: string, options: PgliteOptions = {}): Promise<SqlDatabase> => {
-  if (dataDir !== undefined) await initdbApart(dataDir);
-  const db = await createPglite(dataDir, options);
-  const session = pgliteSession(db);
-  return {
-    engine: "pglite",
-    ...session,
-    // One connection is all PGlite has; each statement on it is neutral (session locks).
-    withConnection: (fn) => fn({ query: session.query, exec: session.exec }),
-    close: () => db.close(),
-  };
+  const hold = dataDir === undefined ? undefined : await holdHere(dataDir);
+  try {
+    if (dataDir !== undefined) await initdbApart(dataDir);
+    const db = await createPglite(dataDir, options);
+    const session = pgliteSession(db);
+    return {
+      engine: "pglite",
+      ...session,
+      // One connection is all PGlite has; each statement on it is neutral (session locks).
+      withConnection: (fn) => fn({ query: session.query, exec: session.exec }),
+      close: async () => {
+        await db.close();
+        await hold?.release();
+      },
+    };
+  } catch (error) {
+    await hold?.release();
+    throw error;
+  }
 };

@@ -35,14 +35,11 @@ ${tables.map(isolationSql).join("")}
 `;
 
 /**
- * Migration 4: row-level security as defence in depth. The adapter runs tenant work as a role of
- * its own (superusers and BYPASSRLS roles would skip the policies), named after the database and
- * the schema so that deployments sharing a cluster do not share it. FORCE binds the tables' owner
- * too, so a statement that forgot to switch role sees no tenant's rows (unless the login is a
- * superuser, which no policy binds). The role gets no DELETE: the application deletes no
- * tenant-owned row.
+ * The schema's app role, made if missing, with the rights migration 4 gave it on the first
+ * tables; run in the schema (`current_schema()`). Also what a restore into another database
+ * runs, whose role is named after that database.
  */
-export const rowLevelSecuritySql = `
+export const appRoleSql = `
 DO $$
 DECLARE
   app text := ${APP_ROLE_SQL};
@@ -70,7 +67,17 @@ BEGIN
   EXECUTE format('GRANT USAGE ON SCHEMA %I TO %I', current_schema(), app);
   EXECUTE format('GRANT SELECT, INSERT, UPDATE ON tenants, ${TENANT_OWNED.join(", ")} TO %I', app);
 END $$;
+`;
 
+/**
+ * Migration 4: row-level security as defence in depth. The adapter runs tenant work as a role of
+ * its own (superusers and BYPASSRLS roles would skip the policies), named after the database and
+ * the schema so that deployments sharing a cluster do not share it. FORCE binds the tables' owner
+ * too, so a statement that forgot to switch role sees no tenant's rows (unless the login is a
+ * superuser, which no policy binds). The role gets no DELETE: the application deletes no
+ * tenant-owned row.
+ */
+export const rowLevelSecuritySql = `${appRoleSql}
 ALTER TABLE tenants ENABLE ROW LEVEL SECURITY;
 ALTER TABLE tenants FORCE ROW LEVEL SECURITY;
 CREATE POLICY tenant_isolation ON tenants USING (id = ${TENANT}) WITH CHECK (id = ${TENANT});

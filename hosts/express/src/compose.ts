@@ -18,6 +18,8 @@ import {
 } from "@vod/adapter-memory";
 import {
   connectPostgres,
+  type EmbeddedDatabase,
+  embeddedRevocationFeed,
   migrate,
   openPgliteProcess,
   type PgBossQueue,
@@ -41,6 +43,7 @@ import {
   type Mailer,
   type MediaProcessor,
   type ObjectStore,
+  type RevocationFeed,
   type RevocationStore,
   type Storage,
   type TelemetrySink,
@@ -92,8 +95,16 @@ export interface ComposedVod {
   close(): Promise<void>;
 }
 
-/** The configured database: the server at VOD_DATABASE_URL, else PGlite in the data directory. */
-export const openDatabase = async (config: HostConfig, log?: DependencyLog): Promise<SqlDatabase> =>
+/**
+ * The configured database: the server at VOD_DATABASE_URL, else PGlite in the data directory.
+ * Another process may own that directory (a `vod serve`): `reach` sends this process's queries
+ * through it (a command beside a running host), else the opening fails, naming that process.
+ */
+export const openDatabase = async (
+  config: HostConfig,
+  log?: DependencyLog,
+  options: { readonly reach?: boolean } = {},
+): Promise<SqlDatabase> =>
   config.database.url
     ? connectPostgres({
         connectionString: config.database.url,
@@ -101,13 +112,19 @@ export const openDatabase = async (config: HostConfig, log?: DependencyLog): Pro
         schema: config.database.schema,
         ...(log ? { log } : {}),
       })
-    : openPgliteProcess(resolve(config.dataDir, "pglite"), {
+    : openPgliteProcess(pgliteDir(config), {
+        whenInUse: options.reach ? "reach" : "refuse",
         // Without its database the host can only fail every request: stop, to be started afresh.
         onExit: (reason) => {
           process.stderr.write(`vod: ${reason}; stopping\n`);
           process.exit(1);
         },
       });
+
+/** Where the embedded default keeps its database. */
+export const pgliteDir = (config: HostConfig) => resolve(config.dataDir, "pglite");
+
+const isEmbedded = (db: SqlDatabase): db is EmbeddedDatabase => "onBroadcast" in db;
 
 /**
  * The queue's limit on a run: a backstop 5 minutes past the core's own (`processing.maxRunMs`),
@@ -146,7 +163,11 @@ const openObjectStore = ({ objects, dataDir }: HostConfig): ObjectStore => {
 export const composeVod = async (
   config: HostConfig,
   overrides: ComposeOverrides = {},
-  role: { readonly runsJobs: boolean } = { runsJobs: config.jobs.workerConcurrency > 0 },
+  role: {
+    readonly runsJobs: boolean;
+    /** A command beside a running host: through the host's embedded database (`openDatabase`). */
+    readonly reach?: boolean;
+  } = { runsJobs: config.jobs.workerConcurrency > 0 },
 ): Promise<ComposedVod> => {
   const keys = config.signingKeys
     ? parseSigningKeys(config.signingKeys)
@@ -223,7 +244,7 @@ export const composeVod = async (
       telemetrySink = memoryTelemetrySink();
       label = "memory";
     } else {
-      db = await openDatabase(config, overrides.logger);
+      db = await openDatabase(config, overrides.logger, { reach: role.reach ?? false });
       // Each takes the start-up lock for its part, so processes starting together take turns.
       await migrate(db);
       // Jobs live in the same database, so enqueues commit with the records that make them due.
@@ -237,7 +258,7 @@ export const composeVod = async (
       jobQueue = boss;
       revocationStore = postgresRevocationStore(db);
       telemetrySink = postgresTelemetrySink(db);
-      label = db.engine === "pglite" ? `pglite (${resolve(config.dataDir, "pglite")})` : "postgres";
+      label = db.engine === "pglite" ? `pglite (${pgliteDir(config)})` : "postgres";
     }
   } catch (error) {
     await redis?.close();
@@ -245,8 +266,12 @@ export const composeVod = async (
   }
 
   // The database (or the given store) stays the truth of revocations; Redis only tells the other
-  // nodes at once. Its loss or emptiness means nodes learn at their cache's next look-up.
-  if (redis) revocationStore = layeredRevocations(revocationStore, redis.revocationFeed);
+  // nodes at once. Its loss or emptiness means nodes learn at their cache's next look-up. On the
+  // embedded database, the processes that share it (a host and a `vod` command) tell each other
+  // through the process that owns it.
+  const revocationFeed: RevocationFeed | undefined =
+    redis?.revocationFeed ?? (db && isEmbedded(db) ? embeddedRevocationFeed(db) : undefined);
+  if (revocationFeed) revocationStore = layeredRevocations(revocationStore, revocationFeed);
   const rateLimiter = redis?.rateLimiter ?? memoryRateLimiter();
 
   const objectStore = overrides.objectStore ?? openObjectStore(config);
@@ -310,9 +335,9 @@ export const composeVod = async (
       bind(Tokens.RateLimiter).toConstantValue(rateLimiter);
       bind(Tokens.ObjectStore).toConstantValue(objectStore);
       bind(Tokens.RevocationStore).toConstantValue(revocationStore);
-      // Without Redis the core tells this process alone: one node, or nodes that learn of a
-      // revocation from the database when their cache entry expires (60 s).
-      if (redis) bind(Tokens.RevocationFeed).toConstantValue(redis.revocationFeed);
+      // Without a feed (a server without Redis) the core tells this process alone: nodes learn
+      // of a revocation from the database when their cache entry expires (60 s).
+      if (revocationFeed) bind(Tokens.RevocationFeed).toConstantValue(revocationFeed);
       bind(Tokens.TelemetrySink).toConstantValue(telemetrySink);
       bind(Tokens.Metrics).toConstantValue(metrics);
       if (jobQueue) bind(Tokens.JobQueue).toConstantValue(jobQueue);

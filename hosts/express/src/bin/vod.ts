@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 import type { AddressInfo } from "node:net";
-import { prepareDatabase } from "@vod/adapter-postgres";
+import { DataDirectoryInUse, prepareDatabase, TargetNotEmpty } from "@vod/adapter-postgres";
 import { Cause, Effect, Exit, Option } from "effect";
+import { backup, RestoreRefused, restore } from "../backup.js";
 import { composeVod, openDatabase, queueDefinition } from "../compose.js";
 import { ConfigError, type HostConfig, loadConfig } from "../config.js";
 import { tuneHeapForRequests, tuneHeapForStreaming } from "../heap.js";
@@ -23,6 +24,15 @@ commands:
             within 60 s without it
   tenant activate <tenant_id>
             let the tenant's credentials work again
+  backup <file>
+            write a consistent copy of the database, taken while hosts serve, to <file> and a
+            manifest of it to <file>.manifest.json; objects in the store are not in it
+  restore <file> [--force]
+            restore a backup into an empty database (VOD_DATA_DIR, or VOD_DATABASE_URL's);
+            --force replaces what is there (the embedded database is moved aside)
+
+On the embedded default, a data directory is opened by one process: tenant, migrate and backup
+go through a running \`vod serve\` of the same VOD_DATA_DIR; serve and restore refuse, naming it.
 `;
 
 /** `vod tenant suspend|activate <id>`: through the core, so every node's credential cache is told. */
@@ -36,12 +46,12 @@ const tenantCommand = async (args: ReadonlyArray<string>) => {
   const config = loadConfig();
   if (config.storage === "memory")
     throw new ConfigError("VOD_STORAGE=memory keeps no tenants across processes; nothing to change");
+  // Beside a running host of the same data directory, through its database: the host sees the
+  // change at once (told through the same process) and it is in the host's files.
   const composed = await composeVod(
     { ...config, jobs: { ...config.jobs, workerConcurrency: 0 } },
     {},
-    {
-      runsJobs: false,
-    },
+    { runsJobs: false, reach: true },
   );
   try {
     const exit = await Effect.runPromiseExit(
@@ -67,7 +77,7 @@ const migrateCommand = async () => {
     console.log("vod migrate: VOD_STORAGE=memory keeps nothing; nothing to migrate");
     return;
   }
-  const db = await openDatabase(config);
+  const db = await openDatabase(config, undefined, { reach: true });
   try {
     // The job queue's schema and queues too: hosts started after this find nothing to create.
     const applied = await prepareDatabase(db, queueDefinition(config));
@@ -178,6 +188,28 @@ const serve = async () => {
   onStop(host.logger, () => host.close(config.shutdownGraceSeconds * 1000));
 };
 
+const backupCommand = async (args: ReadonlyArray<string>) => {
+  const [file] = args;
+  if (!file || args.length !== 1) {
+    process.stderr.write(usage);
+    process.exitCode = 2;
+    return;
+  }
+  await backup(loadConfig(), file, (line) => console.log(line));
+};
+
+const restoreCommand = async (args: ReadonlyArray<string>) => {
+  const force = args.includes("--force");
+  const files = args.filter((a) => a !== "--force");
+  const [file] = files;
+  if (!file || files.length !== 1 || file.startsWith("--")) {
+    process.stderr.write(usage);
+    process.exitCode = 2;
+    return;
+  }
+  await restore(loadConfig(), file, { force }, (line) => console.log(line));
+};
+
 export const main = async (argv: ReadonlyArray<string>) => {
   const [command] = argv;
   try {
@@ -190,6 +222,10 @@ export const main = async (argv: ReadonlyArray<string>) => {
         return await migrateCommand();
       case "tenant":
         return await tenantCommand(argv.slice(1));
+      case "backup":
+        return await backupCommand(argv.slice(1));
+      case "restore":
+        return await restoreCommand(argv.slice(1));
       default:
         process.stderr.write(usage);
         process.exitCode = command === undefined || command === "help" || command === "--help" ? 0 : 2;
@@ -198,6 +234,15 @@ export const main = async (argv: ReadonlyArray<string>) => {
     if (error instanceof ConfigError) {
       process.stderr.write(`vod: ${error.message}\n`);
       process.exit(78);
+    }
+    // Refusals an operator acts on: the message says what to do.
+    if (
+      error instanceof DataDirectoryInUse ||
+      error instanceof RestoreRefused ||
+      error instanceof TargetNotEmpty
+    ) {
+      process.stderr.write(`vod ${command}: ${error.message}\n`);
+      process.exit(1);
     }
     throw error;
   }
