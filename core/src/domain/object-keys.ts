@@ -15,3 +15,13 @@ export const renditionsPrefix = (tenantId: string, assetId: string) => `renditio
  */
 export const renditionKey = (tenantId: string, assetId: string, path: string) =>
   `${renditionsPrefix(tenantId, assetId)}${path}`;
+
+/**
+ * Where the chunks of a long source's renditions wait to be joined and packaged: outside the
+ * renditions prefix, so playback never serves them.
+ */
+export const chunksPrefix = (tenantId: string, assetId: string) => `chunks/${tenantId}/${assetId}/`;
+
+/** One rendition's encoded chunk (`360p`, chunk 3). */
+export const chunkKey = (tenantId: string, assetId: string, rendition: string, index: number) =>
+  `${chunksPrefix(tenantId, assetId)}${rendition}/${index}.mp4`;

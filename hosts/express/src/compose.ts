@@ -172,6 +172,8 @@ export const composeVod = async (
       maxSourceDurationMs: config.media.maxSourceDurationSeconds * 1000,
       maxAttempts: config.jobs.maxAttempts,
       maxRunMs: config.jobs.maxRunSeconds * 1000,
+      chunkSeconds: config.media.chunkSeconds,
+      minChunks: config.media.minChunks,
     },
     webhooks: { retryBaseMs: config.webhooks.retryBaseSeconds * 1000 },
   };
