@@ -2,7 +2,6 @@ import {
   type ChunkOutcome,
   type Job,
   type JobFailed,
-  type JobName,
   type JobQueue,
   type ProcessingOutcome,
   sweepIdempotencyKeys,
@@ -42,76 +41,69 @@ export const startWorker = async (
   const log = options.logger.child({ component: "worker" });
   const metrics = vod.ports.metrics;
   /**
-   * The processing jobs, each logged under its own word: a whole asset (`processing`), one chunk
-   * of a long source (`chunk`), a unit's chunks joined and packaged (`packaging`).
+   * The processing jobs' workers, each logged under its own word: a whole asset (`processing`),
+   * one chunk of a long source (`chunk`), a unit's chunks joined and packaged (`packaging`).
    */
-  const processingWork = <N extends "process-asset" | "encode-chunk" | "package-chunks">(
+  type ProcessingJob = "process-asset" | "encode-chunk" | "package-chunks";
+  const processing: Array<{ readonly word: string; readonly worker: Worker<ProcessingJob> }> = [];
+  const stopProcessing = () => Effect.runPromise(Effect.all(processing.map((p) => p.worker.stop)));
+  const processingWork = async <N extends ProcessingJob>(
     name: N,
     word: string,
     run: (job: Job<N>) => Effect.Effect<ProcessingOutcome | ChunkOutcome, JobFailed>,
     fields: (job: Job<N>) => object = () => ({}),
-  ) =>
-    queue.work(name, { concurrency: options.concurrency }, (job) => {
-      const started = Date.now();
-      const context = { job_id: job.id, asset_id: job.data.asset_id, attempt: job.attempt, ...fields(job) };
-      log.info(context, `${word} started`);
-      metrics?.processingStarted();
-      return run(job).pipe(
-        // The outcome named as it is: a job that failed its asset did not finish "done".
-        Effect.tap((outcome) =>
-          Effect.sync(() => {
-            const ms = Date.now() - started;
-            if (outcome.status === "failed")
-              // processing_error is ours (retries exhausted); the other codes are the media's.
-              log[outcome.failure_code === "processing_error" ? "warn" : "info"](
-                { ...context, ms, failure_code: outcome.failure_code, reason: outcome.reason },
-                `${word} failed`,
-              );
-            else
-              log.info({ ...context, ms }, `${word} ${outcome.status === "ready" ? "done" : outcome.status}`);
-          }),
-        ),
-        // Once per run whatever its end: an interrupted run is one drain released to another worker.
-        Effect.onExit((exit) =>
-          Effect.sync(() =>
-            metrics?.processingEnded(
-              Exit.isSuccess(exit) ? exit.value.status : Exit.isInterrupted(exit) ? "released" : "retry",
-              (Date.now() - started) / 1000,
+  ) => {
+    const worker = await Effect.runPromise(
+      queue.work(name, { concurrency: options.concurrency }, (job) => {
+        const started = Date.now();
+        const context = { job_id: job.id, asset_id: job.data.asset_id, attempt: job.attempt, ...fields(job) };
+        log.info(context, `${word} started`);
+        metrics?.processingStarted();
+        return run(job).pipe(
+          // The outcome named as it is: a job that failed its asset did not finish "done".
+          Effect.tap((outcome) =>
+            Effect.sync(() => {
+              const ms = Date.now() - started;
+              if (outcome.status === "failed")
+                // processing_error is ours (retries exhausted); the other codes are the media's.
+                log[outcome.failure_code === "processing_error" ? "warn" : "info"](
+                  { ...context, ms, failure_code: outcome.failure_code, reason: outcome.reason },
+                  `${word} failed`,
+                );
+              else
+                log.info(
+                  { ...context, ms },
+                  `${word} ${outcome.status === "ready" ? "done" : outcome.status}`,
+                );
+            }),
+          ),
+          // Once per run whatever its end: an interrupted run is one drain released to another worker.
+          Effect.onExit((exit) =>
+            Effect.sync(() =>
+              metrics?.processingEnded(
+                Exit.isSuccess(exit) ? exit.value.status : Exit.isInterrupted(exit) ? "released" : "retry",
+                (Date.now() - started) / 1000,
+              ),
             ),
           ),
-        ),
-        Effect.asVoid,
-        Effect.tapError((e) =>
-          Effect.sync(() => log.warn({ ...context, err: e.message }, `${word} attempt failed`)),
-        ),
-      );
-    });
+          Effect.asVoid,
+          Effect.tapError((e) =>
+            Effect.sync(() => log.warn({ ...context, err: e.message }, `${word} attempt failed`)),
+          ),
+        );
+      }),
+    );
+    processing.push({ word, worker });
+  };
   const chunkFields = (job: Job<"encode-chunk" | "package-chunks">) => ({
     unit: job.data.unit.join(","),
     ...("index" in job.data ? { chunk: job.data.index } : {}),
     chunks: job.data.count,
   });
-  const processing: Array<{ readonly word: string; readonly worker: Worker<JobName> }> = [];
-  const stopProcessing = () => Effect.runPromise(Effect.all(processing.map((p) => p.worker.stop)));
   try {
-    processing.push({
-      word: "processing",
-      worker: await Effect.runPromise(
-        processingWork("process-asset", "processing", vod.processing.processAsset),
-      ),
-    });
-    processing.push({
-      word: "chunk",
-      worker: await Effect.runPromise(
-        processingWork("encode-chunk", "chunk", vod.processing.encodeChunk, chunkFields),
-      ),
-    });
-    processing.push({
-      word: "packaging",
-      worker: await Effect.runPromise(
-        processingWork("package-chunks", "packaging", vod.processing.packageChunks, chunkFields),
-      ),
-    });
+    await processingWork("process-asset", "processing", vod.processing.processAsset);
+    await processingWork("encode-chunk", "chunk", vod.processing.encodeChunk, chunkFields);
+    await processingWork("package-chunks", "packaging", vod.processing.packageChunks, chunkFields);
   } catch (error) {
     await stopProcessing();
     throw error;
@@ -219,7 +211,7 @@ export const startWorker = async (
         Effect.runPromise(mails.drain(graceMs)),
       ]);
       released.forEach((jobs, i) => {
-        for (const job of jobs as ReadonlyArray<Job<"process-asset">>)
+        for (const job of jobs)
           log.info(
             { job_id: job.id, asset_id: job.data.asset_id, attempt: job.attempt, grace_ms: graceMs },
             `${processing[i]?.word} released`,
