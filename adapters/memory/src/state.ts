@@ -28,6 +28,8 @@ export interface MemoryJob {
   readonly attempts: number;
   /** Not handed out before this time (backoff). */
   readonly runAfter: number;
+  /** Due jobs of a higher one are handed out first. */
+  readonly priority: number;
   /** An active job whose lease ran out is handed out again (its worker is presumed dead). */
   readonly leaseUntil: number;
   readonly lastError: string | null;

@@ -446,6 +446,7 @@ const repositoriesOver = (s: MemoryState): Repositories => ({
           state: "queued",
           attempts: 0,
           runAfter: options?.delayMs ? Date.now() + options.delayMs : 0,
+          priority: options?.priority ?? 0,
           leaseUntil: 0,
           lastError: null,
         });

@@ -86,6 +86,11 @@ export interface JobRepository {
 export interface EnqueueOptions {
   /** Not handed out before this many milliseconds from now (a retry's backoff). */
   readonly delayMs?: number;
+  /**
+   * Handed out before the due jobs of the same name with a lower one (default 0); among equals,
+   * the oldest first.
+   */
+  readonly priority?: number;
 }
 
 /** Asks for the job to be run again later (with backoff), or, on the last attempt, ends it. */

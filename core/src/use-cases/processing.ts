@@ -137,6 +137,9 @@ export type ChunkOutcome =
   | { readonly status: "deferred" }
   | Exclude<ProcessingOutcome, { readonly status: "chunked" }>;
 
+/** The first unit's chunks go before other chunks: what makes an asset playable comes first. */
+const FIRST_UNIT_PRIORITY = 1;
+
 /** How long a unit's packaging waits for the first rendition to be listed before it looks again. */
 const DEFER_MS = 2_000;
 
@@ -440,8 +443,8 @@ export const makeProcessing = (
 
   /**
    * Records the chunk ledger and enqueues every chunk's job, in one transaction: the first unit's
-   * chunks first (the queue hands out the oldest first, so the asset is playable soonest), then
-   * the rest's. A ledger there already (a duplicate delivery) is left as it is, nothing enqueued.
+   * chunks at a higher priority, handed out before any asset's other chunks, so that assets are
+   * playable soonest; then the rest's. A ledger there already (a duplicate delivery) is left as it is, nothing enqueued.
    */
   const startChunks = (
     asset: Asset,
@@ -467,18 +470,23 @@ export const makeProcessing = (
     return storage.transaction((tx) =>
       Effect.gen(function* () {
         if (!(yield* tx.chunks.insertAll(ledger))) return;
-        for (const unit of units)
+        for (const [u, unit] of units.entries())
           for (const [index, range] of ranges.entries())
-            yield* tx.jobs.enqueue("encode-chunk", {
-              tenant_id,
-              asset_id,
-              ...(uploadId === undefined ? {} : { upload_id: uploadId }),
-              unit,
-              count: ranges.length,
-              index,
-              start_ms: range.startMs,
-              end_ms: range.endMs,
-            });
+            yield* tx.jobs.enqueue(
+              "encode-chunk",
+              {
+                tenant_id,
+                asset_id,
+                ...(uploadId === undefined ? {} : { upload_id: uploadId }),
+                unit,
+                count: ranges.length,
+                index,
+                start_ms: range.startMs,
+                end_ms: range.endMs,
+              },
+              // Jobs of one transaction are equally old: the first unit goes first by priority.
+              { priority: u === 0 ? FIRST_UNIT_PRIORITY : 0 },
+            );
       }),
     );
   };
