@@ -22,6 +22,10 @@ export const renditionKey = (tenantId: string, assetId: string, path: string) =>
  */
 export const chunksPrefix = (tenantId: string, assetId: string) => `chunks/${tenantId}/${assetId}/`;
 
+/** Where one rendition's chunks wait. */
+export const renditionChunksPrefix = (tenantId: string, assetId: string, rendition: string) =>
+  `${chunksPrefix(tenantId, assetId)}${rendition}/`;
+
 /** One rendition's encoded chunk (`360p`, chunk 3). */
 export const chunkKey = (tenantId: string, assetId: string, rendition: string, index: number) =>
-  `${chunksPrefix(tenantId, assetId)}${rendition}/${index}.mp4`;
+  `${renditionChunksPrefix(tenantId, assetId, rendition)}${index}.mp4`;

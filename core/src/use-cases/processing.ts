@@ -8,7 +8,14 @@ import {
   type SourceMetadata,
   transitionAsset,
 } from "../domain/asset.js";
-import { chunkKey, chunksPrefix, originKey, renditionKey, renditionsPrefix } from "../domain/object-keys.js";
+import {
+  chunkKey,
+  chunksPrefix,
+  originKey,
+  renditionChunksPrefix,
+  renditionKey,
+  renditionsPrefix,
+} from "../domain/object-keys.js";
 import { StorageError } from "../errors.js";
 import type { ChunkOfUnit, Job, JobFailed } from "../ports/job-queue.js";
 import type {
@@ -131,7 +138,10 @@ export type ProcessingOutcome =
   /** Nothing to do: the asset is gone or already settled (a duplicate delivery). */
   | { readonly status: "skipped" };
 
-/** What a chunk job did: a chunk encoded, a packaging put off until the asset is playable, or as above. */
+/**
+ * What a chunk job did: a chunk encoded, a packaging put off until the asset is playable, or as
+ * above, `failed` meaning its unit's renditions (the asset's too when they were to make it playable).
+ */
 export type ChunkOutcome =
   | { readonly status: "encoded" }
   | { readonly status: "deferred" }
@@ -168,37 +178,41 @@ export const makeProcessing = (
    * Moves the asset by `event` and records its webhook events in the same transaction: its status
    * event (processing and failed on every such event, ready when it became ready; a failure's code
    * and message with failed), each rendition made ready, and renditions_complete when the last
-   * pending one settles.
+   * pending one settles. The event applies to the asset as stored, read under the tenant's lock:
+   * a long source's chunk jobs save one asset at once, and none may undo another's move.
    */
   const save = (asset: Asset, event: AssetEvent, failure?: EventData["failure"]) =>
-    Effect.gen(function* () {
-      const next = transitionAsset(asset, event, clock.now());
-      // An asset that moved on (a duplicate delivery finished first) is left as it is.
-      if (Either.isLeft(next)) return asset;
-      const saved = next.right;
-      const statusEvent =
-        event.type === "processing_started" ||
-        event.type === "processing_failed" ||
-        (saved.status === "ready" && asset.status !== "ready");
-      yield* storage.transaction((tx) =>
-        Effect.gen(function* () {
-          yield* tx.assets.update(saved);
-          if (statusEvent && saved.status in eventOf)
-            yield* recordEvent(tx, saved.tenant_id, eventOf[saved.status as keyof typeof eventOf], {
-              asset: saved,
-              ...(saved.status === "failed" && failure ? { failure } : {}),
-            });
-          if (event.type === "rendition_ready") {
-            const rendition = saved.renditions.find((r) => r.name === event.name);
-            if (rendition)
-              yield* recordEvent(tx, saved.tenant_id, "asset.rendition.ready", { asset: saved, rendition });
-          }
-          if (saved.status === "ready" && hasPendingRenditions(asset) && !hasPendingRenditions(saved))
-            yield* recordEvent(tx, saved.tenant_id, "asset.renditions_complete", { asset: saved });
-        }),
-      );
-      return saved;
-    });
+    storage.transaction((tx) =>
+      Effect.gen(function* () {
+        yield* tx.tenants.lock(asset.tenant_id);
+        const stored = yield* tx.assets.get(asset.tenant_id, asset.id);
+        // Deleted meanwhile: nothing is written.
+        if (Option.isNone(stored)) return asset;
+        const current = stored.value;
+        const next = transitionAsset(current, event, clock.now());
+        // An asset that moved on (a duplicate delivery finished first) is left as it is.
+        if (Either.isLeft(next)) return current;
+        const saved = next.right;
+        const statusEvent =
+          event.type === "processing_started" ||
+          event.type === "processing_failed" ||
+          (saved.status === "ready" && current.status !== "ready");
+        yield* tx.assets.update(saved);
+        if (statusEvent && saved.status in eventOf)
+          yield* recordEvent(tx, saved.tenant_id, eventOf[saved.status as keyof typeof eventOf], {
+            asset: saved,
+            ...(saved.status === "failed" && failure ? { failure } : {}),
+          });
+        if (event.type === "rendition_ready") {
+          const rendition = saved.renditions.find((r) => r.name === event.name);
+          if (rendition)
+            yield* recordEvent(tx, saved.tenant_id, "asset.rendition.ready", { asset: saved, rendition });
+        }
+        if (saved.status === "ready" && hasPendingRenditions(current) && !hasPendingRenditions(saved))
+          yield* recordEvent(tx, saved.tenant_id, "asset.renditions_complete", { asset: saved });
+        return saved;
+      }),
+    );
 
   /** Marks every rendition still pending failed, on an asset that stays ready. */
   const failPending = (asset: Asset) =>
@@ -491,33 +505,49 @@ export const makeProcessing = (
     );
   };
 
+  /** Whether some rendition of the unit is still to be made. */
+  const unitPending = (asset: Asset, unit: ReadonlyArray<string>) =>
+    unit.some((name) => asset.renditions.some((r) => r.name === name && r.status === "pending"));
+
   /** The asset of a chunk job while its unit is still to be made; none when gone or settled. */
   const unitAsset = (data: ChunkOfUnit) =>
     Effect.map(storage.assets.get(data.tenant_id, data.asset_id), (found) =>
-      Option.filter(
-        found,
-        (asset) =>
-          asset.status !== "failed" &&
-          data.unit.some((name) => asset.renditions.some((r) => r.name === name && r.status === "pending")),
-      ),
+      Option.filter(found, (asset) => asset.status !== "failed" && unitPending(asset, data.unit)),
     );
 
   /**
-   * After a chunk job: an asset deleted while it ran may have had its chunks removed before this
-   * run stored its own, so they are removed again (its renditions too, by a packaging run).
+   * After a chunk job, the chunks no longer needed are removed: the unit's once it is settled
+   * (packaged, or failed), the asset's once it failed or was deleted. A job still running then
+   * may store its chunk after that removal, so each job looks again when it ends. A deleted
+   * asset's renditions go too: a packaging run may have stored some after `delete-asset` ran.
    */
   const afterChunkJob = <A extends ChunkOutcome>(data: ChunkOfUnit, outcome: A) =>
     Effect.gen(function* () {
-      if (Option.isSome(yield* storage.assets.get(data.tenant_id, data.asset_id))) return outcome;
-      yield* store.deletePrefix(chunksPrefix(data.tenant_id, data.asset_id));
-      yield* store.deletePrefix(renditionsPrefix(data.tenant_id, data.asset_id));
+      const { tenant_id, asset_id } = data;
+      const now = yield* storage.assets.get(tenant_id, asset_id);
+      if (Option.isNone(now) || now.value.status === "failed")
+        yield* store.deletePrefix(chunksPrefix(tenant_id, asset_id));
+      else if (!unitPending(now.value, data.unit))
+        yield* Effect.forEach(
+          data.unit,
+          (name) => store.deletePrefix(renditionChunksPrefix(tenant_id, asset_id, name)),
+          { discard: true },
+        );
+      if (Option.isSome(now)) return outcome;
+      yield* store.deletePrefix(renditionsPrefix(tenant_id, asset_id));
       return { status: "skipped" } as const;
     });
 
+  /** Whether the unit holds the asset's first rendition, the one that makes it playable. */
+  const makesPlayable = (asset: Asset, unit: ReadonlyArray<string>) => {
+    const first = firstRendition(asset.renditions, asset.source_height ?? 0);
+    return first !== undefined && unit.includes(first.name);
+  };
+
   /**
    * A chunk job's unit could not be made. Transient trouble is retried while attempts are left;
-   * then, as in `processAsset`, the asset fails when nothing is playable yet (its chunks removed),
-   * else the unit's renditions fail and the asset stays ready.
+   * then, as in `processAsset`, the asset fails when the unit was to make it playable, else the
+   * unit's renditions fail: the asset is or will be ready with the others.
    */
   const unitFailed = (
     job: Job<"encode-chunk"> | Job<"package-chunks">,
@@ -530,17 +560,16 @@ export const makeProcessing = (
         return yield* Effect.fail(jobFailed(e.message, e));
       const code: FailureCode = e._tag === "Verdict" ? e.failed : rejectedMedia ? e.code : "processing_error";
       const reason = e._tag === "Verdict" ? e.reason : e.message;
-      if (asset.status === "ready") {
+      if (asset.status === "ready" || !makesPlayable(asset, job.data.unit)) {
         let current = asset;
         for (const name of job.data.unit) current = yield* save(current, { type: "rendition_failed", name });
-        return { status: "ready" } as const;
+        return { status: "failed", failure_code: code, reason } as const;
       }
       const saved = yield* save(
         asset,
         { type: "processing_failed", failure_code: code },
         { code, message: reason },
       );
-      yield* store.deletePrefix(chunksPrefix(asset.tenant_id, asset.id));
       return saved.status === "failed"
         ? ({ status: "failed", failure_code: code, reason } as const)
         : ({ status: "skipped" } as const);
@@ -582,7 +611,8 @@ export const makeProcessing = (
           ),
         ).pipe(bounded),
       );
-      if (Either.isLeft(made)) return yield* unitFailed(job, asset, made.left);
+      if (Either.isLeft(made))
+        return yield* Effect.flatMap(unitFailed(job, asset, made.left), (o) => afterChunkJob(job.data, o));
       yield* storage.transaction((tx) =>
         Effect.gen(function* () {
           const { marked, left } = yield* tx.chunks.markDone(
@@ -612,7 +642,7 @@ export const makeProcessing = (
    * A unit's chunks joined and packaged as `processAsset` packages a unit: the first rendition
    * makes the asset ready; the others, whose chunks may be done first, wait until it is (the
    * master they are merged into is stored then) by a job of their own enqueued a little later.
-   * The unit's chunks are removed once its renditions are listed.
+   * The unit's chunks are removed once its renditions are listed (`afterChunkJob`).
    */
   const packageChunks = (job: Job<"package-chunks">): Effect.Effect<ChunkOutcome, JobFailed> =>
     Effect.gen(function* () {
@@ -621,8 +651,7 @@ export const makeProcessing = (
       if (Option.isNone(found)) return yield* afterChunkJob(job.data, { status: "skipped" });
       let asset = found.value;
       const playable = asset.status === "ready";
-      const first = firstRendition(asset.renditions, asset.source_height ?? 0);
-      if (!playable && !(first && unit.includes(first.name))) {
+      if (!playable && !makesPlayable(asset, unit)) {
         yield* storage.jobs.enqueue("package-chunks", job.data, { delayMs: DEFER_MS });
         return { status: "deferred" } as const;
       }
@@ -653,13 +682,9 @@ export const makeProcessing = (
           );
         }).pipe(bounded),
       );
-      if (Either.isLeft(made)) return yield* unitFailed(job, asset, made.left);
+      if (Either.isLeft(made))
+        return yield* Effect.flatMap(unitFailed(job, asset, made.left), (o) => afterChunkJob(job.data, o));
       for (const name of unit) asset = yield* save(asset, { type: "rendition_ready", name });
-      yield* Effect.forEach(
-        unit,
-        (name) => store.deletePrefix(`${chunksPrefix(tenant_id, asset_id)}${name}/`),
-        { discard: true },
-      );
       return yield* afterChunkJob(job.data, { status: "ready" } as const);
     }).pipe(
       Effect.catchTag("StorageError", (e) => Effect.fail(jobFailed(e.message, e))),

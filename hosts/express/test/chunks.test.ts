@@ -6,7 +6,8 @@ import { ffmpegMediaProcessor } from "@vod/adapter-ffmpeg";
 import { memoryObjectStore, memoryRevocationStore, memoryStorage } from "@vod/adapter-memory";
 import { memoryBackdoor, memoryObjectStoreBackdoor } from "@vod/adapter-memory/testing";
 import { connectPostgres } from "@vod/adapter-postgres";
-import { chunkKey } from "@vod/core";
+import { chunkKey, type MediaProcessor } from "@vod/core";
+import { Effect } from "effect";
 import { beforeAll, describe, expect, it } from "vitest";
 import { describeWith, suiteScratch } from "./suites.js";
 import {
@@ -117,11 +118,16 @@ describe("chunked encoding on the memory set: a long source cut into chunk jobs,
         ),
       );
       expect(jobs.filter((j) => j.name === "package-chunks").map((j) => j.state)).toContain("completed");
-      // Chunks are removed once their rendition is listed.
+      // Chunks are removed once their rendition is listed (right after, by the same job).
       const objects = memoryObjectStoreBackdoor(objectStore);
-      for (const name of ["360p", "240p"])
-        for (const index of [0, 1, 2])
-          expect(await objects.exists(chunkKey(tenantId!, assetId, name, index))).toBe(false);
+      const keys = ["360p", "240p"].flatMap((name) =>
+        [0, 1, 2].map((i) => chunkKey(tenantId!, assetId, name, i)),
+      );
+      await eventually(
+        "no chunk of the asset left",
+        async () => (await Promise.all(keys.map((key) => objects.exists(key)))).every((there) => !there),
+        10_000,
+      );
 
       const { manifest, master } = await playable(assetId);
       const playlists = variants(master, manifest);
@@ -152,6 +158,77 @@ describe("chunked encoding on the memory set: a long source cut into chunk jobs,
     );
     expect(jobs.map((j) => j.name)).toEqual(["process-asset"]);
   }, 150_000);
+});
+
+describe("chunked encoding on the memory set when a chunk cannot be made", () => {
+  const scratch = suiteScratch("vod-chunks-fail-");
+
+  /** ffmpeg, but `encodeChunk` rejects the medium for the chunks of `unit` (final: no retry). */
+  const rejecting = (unit: string): MediaProcessor => {
+    const inner = ffmpegMediaProcessor({ x264Preset: "ultrafast" });
+    return {
+      ...inner,
+      encodeChunk: (input, source, renditions, range, emit) =>
+        renditions.some((r) => r.name === unit) && range.startMs === 6000
+          ? Effect.fail({
+              _tag: "MediaRejected" as const,
+              code: "unsupported_codec",
+              message: "made to fail",
+            })
+          : inner.encodeChunk!(input, source, renditions, range, emit),
+    };
+  };
+
+  const processWith = async (processor: MediaProcessor) => {
+    const dir = await scratch.dir();
+    const objectStore = memoryObjectStore();
+    const host = await scratch.memoryHost(
+      { VOD_DATA_DIR: dir, VOD_LOG_LEVEL: "silent", VOD_PROCESSING_CHUNK_SECONDS: "6" },
+      { objectStore, revocationStore: memoryRevocationStore(), mediaProcessor: processor },
+      { retryDelayMs: 100 },
+    );
+    const auth = await signUp(host.url, "chunks-fail");
+    await makeVideo(join(dir, "src.mp4"), { width: 640, height: 360, seconds: SECONDS, fps: FPS });
+    const { assetId, tenantId } = await uploadAsset(host.url, auth, await readFile(join(dir, "src.mp4")));
+    const asset = await settledAsset(host.url, auth, assetId, 150_000);
+    // The job that settled the asset removes the chunks right after its last save.
+    await eventually(
+      "no chunk of the asset left",
+      async () => {
+        for (const name of ["360p", "240p"])
+          for (const index of [0, 1, 2])
+            if (
+              await memoryObjectStoreBackdoor(objectStore).exists(chunkKey(tenantId!, assetId, name, index))
+            )
+              return false;
+        return true;
+      },
+      10_000,
+    );
+    return { host, auth, asset };
+  };
+
+  // Each case also waits for every chunk to be removed (processWith).
+  it("a later unit's chunk rejected: its rendition is failed, the asset ready with the first", async () => {
+    const { host, auth, asset } = await processWith(rejecting("240p"));
+    expect(asset).toMatchObject({ status: "ready", failure_code: null });
+    expect(asset.renditions.map((r: Rendition) => [r.name, r.status])).toEqual([
+      ["360p", "ready"],
+      ["240p", "failed"],
+    ]);
+    const play = await call(host.url, "/v1/playback/sessions", {
+      body: { asset_id: asset.id },
+      headers: auth,
+    });
+    const master = await (await fetch(play.body.urls.manifest)).text();
+    expect([...master.matchAll(/RESOLUTION=\d+x(\d+)/g)].map((m) => m[1])).toEqual(["360"]);
+  }, 180_000);
+
+  it("the first unit's chunk rejected: the asset fails with the medium's code and its chunks are removed", async () => {
+    const { asset } = await processWith(rejecting("360p"));
+    expect(asset).toMatchObject({ status: "failed", failure_code: "unsupported_codec" });
+    expect(asset.renditions.map((r: Rendition) => r.status)).toEqual(["failed", "failed"]);
+  }, 180_000);
 });
 
 describeWith(["database"], "chunk jobs across worker processes (postgres server)", ({ databaseUrl }) => {
