@@ -458,7 +458,8 @@ export const makeProcessing = (
   /**
    * Records the chunk ledger and enqueues every chunk's job, in one transaction: the first unit's
    * chunks at a higher priority, handed out before any asset's other chunks, so that assets are
-   * playable soonest; then the rest's. A ledger there already (a duplicate delivery) is left as it is, nothing enqueued.
+   * playable soonest; then the rest's. A ledger there already (a duplicate delivery) is left as
+   * it is, and nothing is enqueued.
    */
   const startChunks = (
     asset: Asset,
