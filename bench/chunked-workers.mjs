@@ -9,11 +9,9 @@
 //   node bench/chunked-workers.mjs               # 300 s 720p source: ~10-15 min on 2 cores
 //   options: --video-seconds N (300), --height N (720), --chunk-seconds N (30), --poll-ms N (250),
 //            --database-url (a local Postgres server)
-import { execFile } from "node:child_process";
 import { mkdir, stat } from "node:fs/promises";
 import { cpus } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import {
   benchArgs,
   benchScratch,
@@ -27,6 +25,7 @@ import {
   startVodHost,
   table,
 } from "./lib.mjs";
+import { makeVideo } from "./processing.mjs";
 
 const args = benchArgs({
   "video-seconds": { type: "string", default: "300" },
@@ -45,7 +44,6 @@ if (cpus().length < 2) throw new Error("two cores are needed to pin two workers 
 
 const { resolveTools } = await fromRepo("adapters/ffmpeg");
 const tools = resolveTools();
-const run = promisify(execFile);
 
 const schema = `vod_bench_chunks_${process.pid}_${Date.now().toString(36)}`;
 const { dir, track, cleanup } = await benchScratch({
@@ -124,13 +122,7 @@ const contest = async (vod, source, size, label, cores, whole) => {
 try {
   const source = join(dir, "source.mp4");
   log(`making a ${videoSeconds} s ${width}x${height} test source (testsrc2 + sine)`);
-  await run(tools.ffmpeg, [
-    ...["-v", "error", "-y", "-f", "lavfi"],
-    ...["-i", `testsrc2=size=${width}x${height}:rate=30:duration=${videoSeconds}`],
-    ...["-f", "lavfi", "-i", `sine=frequency=440:duration=${videoSeconds}`],
-    ...["-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac"],
-    ...["-movflags", "+faststart", source],
-  ]);
+  await makeVideo(tools.ffmpeg, source, videoSeconds, { width, height, fps: 30 });
   const size = (await stat(source)).size;
   // The API host runs no jobs: only the pinned workers encode.
   const vod = await startVodHost({
