@@ -140,10 +140,14 @@ export const freePort = () =>
       });
   });
 
-/** Spawns `node <args>` with piped output; `waitFor` resolves with the first match of `pattern`. */
-export const spawnNode = (args, env = {}) => {
+/**
+ * Spawns `node <args>` with piped output; `waitFor` resolves with the first match of `pattern`.
+ * `wrapper`: a command that runs node, e.g. `["taskset", "-c", "0"]`.
+ */
+export const spawnNode = (args, env = {}, wrapper = []) => {
   let output = "";
-  const child = spawn(process.execPath, args, {
+  const [command, ...prefix] = [...wrapper, process.execPath];
+  const child = spawn(command, [...prefix, ...args], {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });

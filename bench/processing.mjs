@@ -5,9 +5,11 @@ import { promisify } from "node:util";
 
 export const VIDEO = { width: 1280, height: 720, fps: 30 };
 
-/** A test video made by ffmpeg: testsrc2 and a 440 Hz tone, H.264/AAC in MP4 (as the host's tests make). */
-export const makeVideo = async (ffmpeg, path, videoSeconds) => {
-  const { width, height, fps } = VIDEO;
+/**
+ * A test video made by ffmpeg: testsrc2 and a 440 Hz tone, H.264/AAC in MP4 (as the host's tests
+ * make), of `VIDEO`'s size unless told another.
+ */
+export const makeVideo = async (ffmpeg, path, videoSeconds, { width, height, fps } = VIDEO) => {
   await promisify(execFile)(ffmpeg, [
     ...["-v", "error", "-y", "-f", "lavfi"],
     ...["-i", `testsrc2=size=${width}x${height}:rate=${fps}:duration=${videoSeconds}`],

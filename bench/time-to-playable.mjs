@@ -29,7 +29,7 @@ import {
   startVodHost,
   table,
 } from "./lib.mjs";
-import { plainFfmpegArgs } from "./processing.mjs";
+import { makeVideo, plainFfmpegArgs } from "./processing.mjs";
 
 const args = benchArgs({
   "video-seconds": { type: "string", default: "60" },
@@ -141,13 +141,7 @@ const viaHost = async (set, source, size) => {
 try {
   const source = join(dir, "source.mp4");
   log(`making a ${videoSeconds} s ${width}x${height} test source (testsrc2 + sine)`);
-  await run(tools.ffmpeg, [
-    ...["-v", "error", "-y", "-f", "lavfi"],
-    ...["-i", `testsrc2=size=${width}x${height}:rate=30:duration=${videoSeconds}`],
-    ...["-f", "lavfi", "-i", `sine=frequency=440:duration=${videoSeconds}`],
-    ...["-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac"],
-    ...["-movflags", "+faststart", source],
-  ]);
+  await makeVideo(tools.ffmpeg, source, videoSeconds, { width, height, fps: 30 });
   const size = (await stat(source)).size;
   for (const set of sets) await hostFor(set);
 

@@ -1,4 +1,4 @@
-import { type Job, JobFailed, type JobQueue, type Worker } from "@vod/core";
+import { type EnqueueOptions, type Job, JobFailed, type JobQueue, type Worker } from "@vod/core";
 import { Effect } from "effect";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { uid } from "./fixtures.js";
@@ -6,7 +6,7 @@ import { uid } from "./fixtures.js";
 export interface JobQueueSubject {
   readonly queue: JobQueue;
   /** Enqueues a process-asset job the way the platform does (in a unit of work). */
-  readonly enqueue: (assetId: string) => Promise<void>;
+  readonly enqueue: (assetId: string, options?: EnqueueOptions) => Promise<void>;
   /**
    * A queue on the same jobs as `queue`, as another process would have, and its death: its
    * workers stop at once, with no heartbeat and no outcome for the runs they hold.
@@ -90,6 +90,17 @@ export const describeJobQueue = (name: string, makeSubject: () => Promise<JobQue
       await pause(500);
       expect(seen.map((s) => s.asset).sort()).toEqual([...assets].sort());
       expect(seen.every((s) => s.attempt === 1 && s.maxAttempts === subject.maxAttempts)).toBe(true);
+    });
+
+    it("hands out the due job of the highest priority first, then the oldest", async () => {
+      const [older, newer, urgent] = [uid("ast"), uid("ast"), uid("ast")];
+      const { seen, record } = recorder(new Set([older, newer, urgent]));
+      await subject.enqueue(older);
+      await subject.enqueue(newer);
+      await subject.enqueue(urgent, { priority: 1 });
+      await work((job) => Effect.sync(() => record(job)), 1);
+      await until(() => seen.length >= 3, 20_000, "three jobs");
+      expect(seen.map((s) => s.asset)).toEqual([urgent, older, newer]);
     });
 
     it("runs a failed job again, with a higher attempt number, until it succeeds", async () => {

@@ -627,6 +627,70 @@ export const describeStorage = (name: string, makeSubject: () => Promise<Storage
       });
     });
 
+    describe("the chunk ledger", () => {
+      const ledgerOf = async (units: ReadonlyArray<string>, count: number) => {
+        const { tenant } = await tenantWithUser();
+        const asset = anAsset(tenant);
+        await run(storage.assets.insert(asset));
+        const chunks = units.flatMap((unit) =>
+          Array.from({ length: count }, (_, i) => ({
+            tenant_id: tenant.id,
+            asset_id: asset.id,
+            unit,
+            chunk_index: i,
+            chunk_count: count,
+            start_ms: i * 6_000,
+            end_ms: i === count - 1 ? null : (i + 1) * 6_000,
+            done_at: null,
+          })),
+        );
+        return { asset, chunks };
+      };
+
+      it("records an asset's ledger once, lists it by unit and index, within its tenant", async () => {
+        const { asset, chunks } = await ledgerOf(["720p,480p", "360p"], 3);
+        expect(await run(storage.chunks.insertAll([...chunks].reverse()))).toBe(true);
+        expect(await run(storage.chunks.insertAll(chunks))).toBe(false);
+        const listed = await run(storage.chunks.list(asset.tenant_id, asset.id));
+        expect(listed).toEqual([...chunks.slice(3), ...chunks.slice(0, 3)]);
+        expect(await run(storage.chunks.list("tnt_other", asset.id))).toEqual([]);
+      });
+
+      it("marks a chunk done once and counts what is left of its unit alone", async () => {
+        const { asset, chunks } = await ledgerOf(["360p", "240p"], 2);
+        await run(storage.chunks.insertAll(chunks));
+        const mark = (unit: string, index: number, at: number) =>
+          run(storage.transaction((tx) => tx.chunks.markDone(asset.tenant_id, asset.id, unit, index, at)));
+        expect(await mark("360p", 1, 5)).toEqual({ marked: true, left: 1 });
+        expect(await mark("360p", 1, 6)).toEqual({ marked: false, left: 1 });
+        expect(await mark("360p", 0, 7)).toEqual({ marked: true, left: 0 });
+        expect(await mark("360p", 9, 8)).toEqual({ marked: false, left: 0 });
+        const listed = await run(storage.chunks.list(asset.tenant_id, asset.id));
+        expect(listed.map((c) => [c.unit, c.chunk_index, c.done_at])).toEqual([
+          ["240p", 0, null],
+          ["240p", 1, null],
+          ["360p", 0, 7],
+          ["360p", 1, 5],
+        ]);
+      });
+
+      it("lets exactly one of the transactions marking a unit's last chunks at once see none left", async () => {
+        const { asset, chunks } = await ledgerOf(["360p"], 6);
+        await run(storage.chunks.insertAll(chunks));
+        const results = await Promise.all(
+          chunks.map((c, i) =>
+            run(
+              storage.transaction((tx) =>
+                tx.chunks.markDone(asset.tenant_id, asset.id, c.unit, c.chunk_index, 100 + i),
+              ),
+            ),
+          ),
+        );
+        expect(results.every((r) => r.marked)).toBe(true);
+        expect(results.filter((r) => r.left === 0)).toHaveLength(1);
+      });
+    });
+
     describe("webhooks and their deliveries", () => {
       it("stores webhooks, lists the live ones newest first, and deletes each once, within its tenant", async () => {
         const { tenant } = await tenantWithUser();

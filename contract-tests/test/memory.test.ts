@@ -21,10 +21,10 @@ describeJobQueue("memory", async () => {
       const other = memoryJobQueue(storage, options);
       return { queue: other, die: async () => other.halt() };
     },
-    enqueue: (assetId) =>
+    enqueue: (assetId, options) =>
       Effect.runPromise(
         storage.transaction((tx) =>
-          tx.jobs.enqueue("process-asset", { tenant_id: "tnt_q", asset_id: assetId }),
+          tx.jobs.enqueue("process-asset", { tenant_id: "tnt_q", asset_id: assetId }, options),
         ),
       ),
     leaseMs: 400,

@@ -42,6 +42,13 @@ export interface VodConfig {
      * and on the last attempt the asset fails with processing_error.
      */
     readonly maxRunMs: number;
+    /**
+     * Length of the chunks a long source is cut into, each encoded by a job any worker may take;
+     * a multiple of the 6 s segment, so that every chunk starts a segment.
+     */
+    readonly chunkSeconds: number;
+    /** Sources of at least this many chunks are chunked; shorter ones are made in one job. */
+    readonly minChunks: number;
   };
   /** Images made on request (thumbnails, animated previews, storyboards), per node. */
   readonly images: {
@@ -104,7 +111,13 @@ export const defaultConfig = (secrets: {
   appUrl: "http://localhost:8080",
   drmMasterKey: secrets.drmMasterKey,
   keySystems: {},
-  processing: { maxSourceDurationMs: 6 * 60 * 60 * 1000, maxAttempts: 3, maxRunMs: 12 * 60 * 60 * 1000 },
+  processing: {
+    maxSourceDurationMs: 6 * 60 * 60 * 1000,
+    maxAttempts: 3,
+    maxRunMs: 12 * 60 * 60 * 1000,
+    chunkSeconds: 30,
+    minChunks: 3,
+  },
   images: { concurrency: 2, maxWaiting: 32 },
   webhooks: { retryBaseMs: 30_000, retryForMs: 24 * 60 * 60 * 1000 },
   quotas: { activeApiKeysPerTenant: 200, webhooksPerTenant: 20 },

@@ -27,7 +27,13 @@ export { KEY_TAG, MAX_LISTED_API_KEYS } from "./use-cases/api-keys.js";
 export { makeCursors } from "./use-cases/assets.js";
 export * from "./use-cases/authenticate.js";
 export type { RequestedRange } from "./use-cases/playback-delivery.js";
-export { defaultLadder } from "./use-cases/processing.js";
+export {
+  type ChunkOutcome,
+  chunkRanges,
+  defaultLadder,
+  type ProcessingOutcome,
+  SEGMENT_SECONDS,
+} from "./use-cases/processing.js";
 export { layeredRevocations, localRevocationFeed } from "./use-cases/revocations.js";
 export { sha256Hex } from "./use-cases/support.js";
 export {

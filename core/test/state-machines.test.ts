@@ -136,7 +136,13 @@ describe("asset", () => {
   const legal: Record<Asset["status"], ReadonlyArray<AssetEvent["type"]>> = {
     pending: ["upload_completed"],
     uploaded: ["processing_started", "processing_failed"],
-    processing: ["processing_started", "renditions_planned", "rendition_ready", "processing_failed"],
+    processing: [
+      "processing_started",
+      "renditions_planned",
+      "rendition_ready",
+      "rendition_failed",
+      "processing_failed",
+    ],
     ready: ["renditions_planned", "rendition_ready", "rendition_failed"],
     failed: [],
   };

@@ -9,9 +9,13 @@ import type {
   Encryption,
   MediaInput,
   MediaProcessor,
+  OutputFile,
   PackagedOutput,
+  PackageOptions,
   PartChecksums,
+  ProbedSource,
   Rendition,
+  SourceRange,
   StorageError,
 } from "@vod/core";
 import { Effect } from "effect";
@@ -185,6 +189,7 @@ const partHasher = (parts: PartChecksums) => {
 const localSource = (
   input: MediaInput,
   dir: string,
+  name = "source",
 ): Effect.Effect<string, MediaRejectedError | StorageError> => {
   if ("path" in input) return Effect.succeed(input.path);
   const expected = input.expectedSha256;
@@ -201,7 +206,7 @@ const localSource = (
   return Effect.flatMap(input.open(), (stream) =>
     Effect.tryPromise({
       try: async (signal) => {
-        const path = join(dir, "source");
+        const path = join(dir, name);
         if (expected === undefined && !parts) await pipeline(stream, createWriteStream(path), { signal });
         else await pipeline(stream, hashed, createWriteStream(path), { signal });
         return path;
@@ -209,7 +214,7 @@ const localSource = (
       catch: (cause) =>
         cause instanceof PartDiffers
           ? rejected("checksum_mismatch", cause.message)
-          : rejected("processing_error", "Could not copy the source to scratch space", cause),
+          : rejected("processing_error", `Could not copy ${name} to scratch space`, cause),
     }),
   ).pipe(
     Effect.filterOrFail(
@@ -234,7 +239,12 @@ const listFiles = async (root: string): Promise<string[]> => {
 const byEmissionOrder = (a: string, b: string) =>
   rank(a) - rank(b) || a.localeCompare(b, "en", { numeric: true });
 
-/** One ffmpeg run: the video decoded once, split and scaled per rung, each encoded to its own MP4. */
+/**
+ * One ffmpeg run: the video decoded once, split and scaled per rung, each encoded to its own MP4
+ * (none with no rung: the audio alone). With `range`, that part of the source only: an accurate
+ * seek (`-ss` before `-i` decodes from the keyframe before and drops what precedes the start),
+ * the output's clock starting at 0 there, so keyframes fall every 2 s from the range's start.
+ */
 export const transcodeArgs = (options: {
   readonly source: string;
   readonly work: string;
@@ -245,15 +255,23 @@ export const transcodeArgs = (options: {
   readonly crf: number;
   readonly threads?: number | undefined;
   readonly maxDurationMs: number | undefined;
+  readonly range?: SourceRange | undefined;
 }): string[] => {
-  const { planned } = options;
+  const { planned, range } = options;
   const split = `[0:V:0]split=${planned.length}${planned.map((_, i) => `[s${i}]`).join("")}`;
   const scales = planned.map(({ width, height }, i) => `[s${i}]scale=${width}:${height},setsar=1[v${i}]`);
   // No natural keyframe may come before the forced ones: the GOP limit is twice their spacing.
   const gop = String(Math.ceil((options.fps ?? 30) * KEYFRAME_SECONDS * 2));
   const args = ["-hide_banner", "-nostdin", "-v", "error", "-y", "-protocol_whitelist", "file"];
-  if (options.maxDurationMs !== undefined) args.push("-t", String(options.maxDurationMs / 1000));
-  args.push("-i", fileUrl(options.source), "-filter_complex", [split, ...scales].join(";"));
+  const startMs = range?.startMs ?? 0;
+  const endMs = Math.min(
+    range?.endMs ?? Number.POSITIVE_INFINITY,
+    options.maxDurationMs ?? Number.POSITIVE_INFINITY,
+  );
+  if (startMs > 0) args.push("-ss", String(startMs / 1000));
+  if (Number.isFinite(endMs)) args.push("-t", String((endMs - startMs) / 1000));
+  args.push("-i", fileUrl(options.source));
+  if (planned.length > 0) args.push("-filter_complex", [split, ...scales].join(";"));
   planned.forEach(({ rendition }, i) => {
     const kbps = rendition.videoBitrateKbps;
     args.push(
@@ -543,6 +561,166 @@ export const ffmpegMediaProcessor = (config: FfmpegConfig = {}): MediaProcessor 
       { discard: true },
     );
 
+  /**
+   * What `package` and `packageChunks` share: `work` leaves each rung's video and the audio in the
+   * work directory (`{name}.mp4`, `audio.mp4`); the poster is made meanwhile, then the packager,
+   * the master's merge and the emission run alike.
+   */
+  const packageWith = (
+    input: MediaInput,
+    source: ProbedSource,
+    ladder: ReadonlyArray<Rendition>,
+    emit: (file: OutputFile) => Effect.Effect<void, StorageError>,
+    options: PackageOptions,
+    work: (made: {
+      readonly source: string;
+      readonly dir: string;
+      readonly work: string;
+      readonly planned: ReadonlyArray<PlannedRendition>;
+      readonly audioBitrateKbps: number | null;
+    }) => Effect.Effect<void, MediaRejectedError | StorageError>,
+  ) => {
+    const shared = options.shared ?? true;
+    const run = scratch((dir) =>
+      Effect.gen(function* () {
+        const encryption =
+          options.encryption === undefined ? undefined : yield* checkEncryption(options.encryption);
+        if (source.source_width === null || source.source_height === null || !source.has_video) {
+          return yield* rejected("invalid_media", "The source has no video picture size");
+        }
+        const sourceSize = { width: source.source_width, height: source.source_height };
+        const planned = planRenditions(ladder, sourceSize);
+        const top = planned[0]!;
+        const workDir = join(dir, "work");
+        const out = join(dir, "out");
+        const temp = join(dir, "tmp");
+        yield* Effect.promise(() => Promise.all([workDir, out, temp].map((d) => mkdir(d))));
+        const path = yield* localSource(input, dir);
+        // Audio is encoded and packaged by every run, so that the master's variants name its
+        // codec and bandwidth; only a `shared` run emits it.
+        const audioBitrateKbps = source.has_audio ? top.rendition.audioBitrateKbps : null;
+        const encode = work({ source: path, dir, work: workDir, planned, audioBitrateKbps });
+        const packager = tool(
+          "packager",
+          tools.packager,
+          packagerArgs(planned, source.has_audio, temp, encryption !== undefined),
+          {
+            cwd: out,
+            timeoutMs: config.packagerTimeoutMs ?? 60_000 + (source.source_duration_ms ?? 0) / 10,
+            ...(encryption === undefined ? {} : { env: packagerKeys(encryption) }),
+          },
+        );
+        const posterSize = planRenditions(
+          [{ ...top.rendition, name: "poster", height: Math.min(POSTER_MAX_HEIGHT, sourceSize.height) }],
+          sourceSize,
+        )[0]!;
+        // The poster needs only the source: made while ffmpeg encodes, it adds nothing after.
+        yield* Effect.all(
+          [
+            Effect.zipRight(encode, packager),
+            shared ? poster(path, out, posterSize, source.source_duration_ms) : Effect.void,
+          ],
+          { concurrency: 2, discard: true },
+        );
+        yield* writeMaster(out, options.master);
+        const made = (yield* Effect.promise(() => listFiles(out))).sort(byEmissionOrder);
+        const paths = shared ? made : made.filter((p) => !p.startsWith("audio/"));
+        const expected = [
+          MASTER,
+          ...(shared ? [POSTER] : []),
+          ...planned.map((p) => `${p.rendition.name}/playlist.m3u8`),
+        ];
+        const missing = expected.filter((p) => !paths.includes(p));
+        if (missing.length > 0) {
+          return yield* rejected("processing_error", `Packaging left out ${missing.join(", ")}`);
+        }
+        if (encryption !== undefined) yield* signalKey(out, paths, encryption.keyId);
+        const files = yield* Effect.forEach(paths, (file) =>
+          Effect.promise(() => stat(join(out, file))).pipe(
+            Effect.map((s) => ({ path: file, contentType: contentType(file), size: s.size })),
+          ),
+        );
+        // Each rank is emitted whole before the next, so no playlist is visible before what it lists.
+        for (const r of [0, 1, 2]) {
+          yield* Effect.forEach(
+            files.filter((f) => rank(f.path) === r),
+            (f) => emit({ path: f.path, contentType: f.contentType, body: fileBody(join(out, f.path)) }),
+            { concurrency: 4, discard: true },
+          );
+        }
+        return {
+          files,
+          master: MASTER,
+          poster: shared ? POSTER : undefined,
+          renditions: planned.map((p) => p.rendition) as ReadonlyArray<Rendition>,
+        } satisfies PackagedOutput;
+      }),
+    );
+    return config.packageTimeoutMs === undefined
+      ? run
+      : run.pipe(
+          Effect.timeoutFail({
+            duration: config.packageTimeoutMs,
+            onTimeout: () =>
+              rejected("processing_error", `Packaging ran longer than ${config.packageTimeoutMs} ms`),
+          }),
+        );
+  };
+
+  /** The transcoding of `package` or of `encodeChunk`: one ffmpeg run over (a range of) the source. */
+  const transcode = (
+    made: {
+      readonly source: string;
+      readonly work: string;
+      readonly planned: ReadonlyArray<PlannedRendition>;
+      readonly audioBitrateKbps: number | null;
+    },
+    fps: number | null,
+    range?: SourceRange,
+  ) =>
+    tool(
+      "ffmpeg",
+      tools.ffmpeg,
+      transcodeArgs({
+        ...made,
+        fps,
+        preset,
+        crf,
+        threads: config.x264Threads,
+        maxDurationMs: config.maxDurationMs,
+        range,
+      }),
+    );
+
+  /** Each rung's chunks joined into its `{name}.mp4`, without re-encoding (concat demuxer). */
+  const joinChunks = (
+    dir: string,
+    work: string,
+    planned: ReadonlyArray<PlannedRendition>,
+    chunks: { readonly count: number; readonly chunk: (rendition: string, index: number) => MediaInput },
+  ) =>
+    Effect.forEach(
+      planned,
+      ({ rendition }) =>
+        Effect.gen(function* () {
+          const paths = yield* Effect.forEach(
+            Array.from({ length: chunks.count }, (_, i) => i),
+            (i) => localSource(chunks.chunk(rendition.name, i), dir, `${rendition.name}-${i}.mp4`),
+            { concurrency: 4 },
+          );
+          const list = join(dir, `${rendition.name}.txt`);
+          // The concat demuxer's own quoting: a quote inside is closed, escaped and reopened.
+          const quoted = (path: string) => `file '${path.replaceAll("'", "'\\''")}'`;
+          yield* Effect.promise(() => writeFile(list, `${paths.map(quoted).join("\n")}\n`));
+          yield* tool("ffmpeg", tools.ffmpeg, [
+            ...["-hide_banner", "-nostdin", "-v", "error", "-y", "-protocol_whitelist", "file"],
+            ...["-f", "concat", "-safe", "0", "-i", list, "-map", "0:v:0", "-c", "copy"],
+            join(work, `${rendition.name}.mp4`),
+          ]);
+        }),
+      { discard: true },
+    );
+
   const processor: MediaProcessor = {
     probe: (input) =>
       scratch((dir) =>
@@ -559,107 +737,52 @@ export const ffmpegMediaProcessor = (config: FfmpegConfig = {}): MediaProcessor 
         ? []
         : planRenditions(ladder, { width: source.source_width, height: source.source_height }),
 
-    package: (input, source, ladder, emit, options = {}) => {
-      const shared = options.shared ?? true;
-      const run = scratch((dir) =>
+    package: (input, source, ladder, emit, options = {}) =>
+      packageWith(input, source, ladder, emit, options, (made) => transcode(made, source.source_fps)),
+
+    encodeChunk: (input, source, ladder, range, emit) =>
+      scratch((dir) =>
         Effect.gen(function* () {
-          const encryption =
-            options.encryption === undefined ? undefined : yield* checkEncryption(options.encryption);
-          if (source.source_width === null || source.source_height === null || !source.has_video) {
+          if (source.source_width === null || source.source_height === null)
             return yield* rejected("invalid_media", "The source has no video picture size");
-          }
-          const sourceSize = { width: source.source_width, height: source.source_height };
-          const planned = planRenditions(ladder, sourceSize);
-          const top = planned[0]!;
+          const planned = planRenditions(ladder, {
+            width: source.source_width,
+            height: source.source_height,
+          });
           const work = join(dir, "work");
-          const out = join(dir, "out");
-          const temp = join(dir, "tmp");
-          yield* Effect.promise(() => Promise.all([work, out, temp].map((d) => mkdir(d))));
+          yield* Effect.promise(() => mkdir(work));
           const path = yield* localSource(input, dir);
-          // Audio is encoded and packaged by every run, so that the master's variants name its
-          // codec and bandwidth; only a `shared` run emits it.
-          const audioBitrateKbps = source.has_audio ? top.rendition.audioBitrateKbps : null;
-          const transcode = tool(
-            "ffmpeg",
-            tools.ffmpeg,
-            transcodeArgs({
-              source: path,
-              work,
-              planned,
-              audioBitrateKbps,
-              fps: source.source_fps,
-              preset,
-              crf,
-              threads: config.x264Threads,
-              maxDurationMs: config.maxDurationMs,
-            }),
-          );
-          const packager = tool(
-            "packager",
-            tools.packager,
-            packagerArgs(planned, source.has_audio, temp, encryption !== undefined),
-            {
-              cwd: out,
-              timeoutMs: config.packagerTimeoutMs ?? 60_000 + (source.source_duration_ms ?? 0) / 10,
-              ...(encryption === undefined ? {} : { env: packagerKeys(encryption) }),
+          yield* transcode({ source: path, work, planned, audioBitrateKbps: null }, source.source_fps, range);
+          yield* Effect.forEach(
+            planned,
+            ({ rendition }) => {
+              const name = `${rendition.name}.mp4`;
+              return emit({ path: name, contentType: "video/mp4", body: fileBody(join(work, name)) });
             },
+            { discard: true },
           );
-          const posterSize = planRenditions(
-            [{ ...top.rendition, name: "poster", height: Math.min(POSTER_MAX_HEIGHT, sourceSize.height) }],
-            sourceSize,
-          )[0]!;
-          // The poster needs only the source: made while ffmpeg encodes, it adds nothing after.
-          yield* Effect.all(
+        }),
+      ),
+
+    // Audio is cheap beside video, and one encode of the whole has no priming gap at each join.
+    packageChunks: (input, source, ladder, chunks, emit, options = {}) =>
+      packageWith(
+        input,
+        source,
+        ladder,
+        emit,
+        options,
+        ({ source: path, dir, work, planned, audioBitrateKbps }) =>
+          Effect.all(
             [
-              Effect.zipRight(transcode, packager),
-              shared ? poster(path, out, posterSize, source.source_duration_ms) : Effect.void,
+              joinChunks(dir, work, planned, chunks),
+              audioBitrateKbps === null
+                ? Effect.void
+                : transcode({ source: path, work, planned: [], audioBitrateKbps }, source.source_fps),
             ],
             { concurrency: 2, discard: true },
-          );
-          yield* writeMaster(out, options.master);
-          const made = (yield* Effect.promise(() => listFiles(out))).sort(byEmissionOrder);
-          const paths = shared ? made : made.filter((p) => !p.startsWith("audio/"));
-          const expected = [
-            MASTER,
-            ...(shared ? [POSTER] : []),
-            ...planned.map((p) => `${p.rendition.name}/playlist.m3u8`),
-          ];
-          const missing = expected.filter((p) => !paths.includes(p));
-          if (missing.length > 0) {
-            return yield* rejected("processing_error", `Packaging left out ${missing.join(", ")}`);
-          }
-          if (encryption !== undefined) yield* signalKey(out, paths, encryption.keyId);
-          const files = yield* Effect.forEach(paths, (file) =>
-            Effect.promise(() => stat(join(out, file))).pipe(
-              Effect.map((s) => ({ path: file, contentType: contentType(file), size: s.size })),
-            ),
-          );
-          // Each rank is emitted whole before the next, so no playlist is visible before what it lists.
-          for (const r of [0, 1, 2]) {
-            yield* Effect.forEach(
-              files.filter((f) => rank(f.path) === r),
-              (f) => emit({ path: f.path, contentType: f.contentType, body: fileBody(join(out, f.path)) }),
-              { concurrency: 4, discard: true },
-            );
-          }
-          return {
-            files,
-            master: MASTER,
-            poster: shared ? POSTER : undefined,
-            renditions: planned.map((p) => p.rendition) as ReadonlyArray<Rendition>,
-          } satisfies PackagedOutput;
-        }),
-      );
-      return config.packageTimeoutMs === undefined
-        ? run
-        : run.pipe(
-            Effect.timeoutFail({
-              duration: config.packageTimeoutMs,
-              onTimeout: () =>
-                rejected("processing_error", `Packaging ran longer than ${config.packageTimeoutMs} ms`),
-            }),
-          );
-    },
+          ),
+      ),
   };
   return processor;
 };

@@ -46,7 +46,9 @@ export const memoryJobQueue = (
   let halted = false;
   const halts = new Set<() => void>();
 
+  /** The due job of the highest priority, the oldest among equals (jobs are kept in enqueue order). */
   const claim = (name: JobName, now: number): MemoryJob | undefined => {
+    let next: MemoryJob | undefined;
     for (const job of state.jobs.values()) {
       const due = job.state === "queued" && job.runAfter <= now;
       const abandoned = job.state === "active" && job.leaseUntil <= now;
@@ -55,16 +57,17 @@ export const memoryJobQueue = (
         state.jobs.set(job.id, { ...job, state: "failed", lastError: "lease expired on the last attempt" });
         continue;
       }
-      const claimed: MemoryJob = {
-        ...job,
-        state: "active",
-        attempts: job.attempts + 1,
-        leaseUntil: now + leaseMs,
-      };
-      state.jobs.set(job.id, claimed);
-      return claimed;
+      if (next === undefined || job.priority > next.priority) next = job;
     }
-    return undefined;
+    if (next === undefined) return undefined;
+    const claimed: MemoryJob = {
+      ...next,
+      state: "active",
+      attempts: next.attempts + 1,
+      leaseUntil: now + leaseMs,
+    };
+    state.jobs.set(next.id, claimed);
+    return claimed;
   };
 
   /** The job as this run knows it, if it is still this run's (not handed out again since). */

@@ -1,6 +1,7 @@
 import type {
   ApiKey,
   Asset,
+  AssetChunk,
   ContentKey,
   EmailToken,
   IdempotentResponse,
@@ -27,6 +28,8 @@ export interface MemoryJob {
   readonly attempts: number;
   /** Not handed out before this time (backoff). */
   readonly runAfter: number;
+  /** Due jobs of a higher one are handed out first. */
+  readonly priority: number;
   /** An active job whose lease ran out is handed out again (its worker is presumed dead). */
   readonly leaseUntil: number;
   readonly lastError: string | null;
@@ -69,6 +72,8 @@ export interface MemoryState {
   readonly idempotencyKeys: Map<string, MemoryIdempotencyRecord>;
   readonly webhooks: Map<string, Webhook>;
   readonly webhookDeliveries: Map<string, WebhookDelivery>;
+  /** JSON `[tenant_id, asset_id, unit, chunk_index]` -> the chunk ledger's row. */
+  readonly chunks: Map<string, AssetChunk>;
 }
 
 export const emptyState = (): MemoryState => ({
@@ -89,6 +94,7 @@ export const emptyState = (): MemoryState => ({
   idempotencyKeys: new Map(),
   webhooks: new Map(),
   webhookDeliveries: new Map(),
+  chunks: new Map(),
 });
 
 /** Shallow copies of every map: enough to roll back, because records are never mutated. */

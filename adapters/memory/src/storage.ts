@@ -325,6 +325,39 @@ const repositoriesOver = (s: MemoryState): Repositories => ({
         return deleted;
       }),
   },
+  chunks: {
+    insertAll: (chunks) =>
+      Effect.sync(() => {
+        const [any] = chunks;
+        if (any === undefined) return false;
+        const recorded = [...s.chunks.values()].some(
+          (c) => c.tenant_id === any.tenant_id && c.asset_id === any.asset_id,
+        );
+        if (recorded) return false;
+        for (const c of chunks)
+          s.chunks.set(JSON.stringify([c.tenant_id, c.asset_id, c.unit, c.chunk_index]), c);
+        return true;
+      }),
+    list: (tenantId, assetId) =>
+      Effect.sync(() =>
+        [...s.chunks.values()]
+          .filter((c) => c.tenant_id === tenantId && c.asset_id === assetId)
+          .sort((a, b) => a.unit.localeCompare(b.unit) || a.chunk_index - b.chunk_index),
+      ),
+    // A transaction holds the storage's one lock throughout, so racing calls take turns.
+    markDone: (tenantId, assetId, unit, index, at) =>
+      Effect.sync(() => {
+        const id = JSON.stringify([tenantId, assetId, unit, index]);
+        const chunk = s.chunks.get(id);
+        const marked = chunk !== undefined && chunk.done_at === null;
+        if (marked) s.chunks.set(id, { ...chunk, done_at: at });
+        let left = 0;
+        for (const c of s.chunks.values())
+          if (c.tenant_id === tenantId && c.asset_id === assetId && c.unit === unit && c.done_at === null)
+            left++;
+        return { marked, left };
+      }),
+  },
   contentKeys: {
     insertIfAbsent: (key) =>
       Effect.sync(() => {
@@ -413,6 +446,7 @@ const repositoriesOver = (s: MemoryState): Repositories => ({
           state: "queued",
           attempts: 0,
           runAfter: options?.delayMs ? Date.now() + options.delayMs : 0,
+          priority: options?.priority ?? 0,
           leaseUntil: 0,
           lastError: null,
         });

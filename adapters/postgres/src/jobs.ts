@@ -299,6 +299,7 @@ export const pgBossQueue = async (
         db: bossDb(sql),
         // A Date is taken to the millisecond; a number would be whole seconds.
         ...(delayMs > 0 ? { startAfter: new Date(Date.now() + delayMs) } : {}),
+        ...(options?.priority ? { priority: options.priority } : {}),
       });
     },
     work: (name, { concurrency }, handler) =>

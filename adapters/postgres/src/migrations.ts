@@ -258,6 +258,26 @@ ALTER TABLE assets ADD COLUMN renditions jsonb NOT NULL DEFAULT '[]'::jsonb;
 ALTER TABLE assets ADD COLUMN ready_at bigint;
 `,
   },
+  {
+    version: 12,
+    name: "the chunk ledger of long sources",
+    // A row per chunk of a unit of renditions; the transaction that sets the last done_at of a
+    // unit enqueues its packaging. Rows stay after packaging: the app role deletes no tenant row.
+    sql: `
+CREATE TABLE asset_chunks (
+  tenant_id text NOT NULL REFERENCES tenants (id),
+  asset_id text NOT NULL REFERENCES assets (id),
+  unit text NOT NULL,
+  chunk_index integer NOT NULL,
+  chunk_count integer NOT NULL,
+  start_ms bigint NOT NULL,
+  end_ms bigint,
+  done_at bigint,
+  PRIMARY KEY (tenant_id, asset_id, unit, chunk_index)
+);
+${tenantOwnedTablesSql(["asset_chunks"])}
+`,
+  },
 ];
 
 /**

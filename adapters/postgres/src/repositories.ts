@@ -1,6 +1,7 @@
 import {
   type ApiKey,
   type Asset,
+  type AssetChunk,
   Conflict,
   type ContentKey,
   type EmailToken,
@@ -104,6 +105,7 @@ const UPLOAD = [
   "completed_parts",
 ].join(", ");
 
+const CHUNK = "tenant_id, asset_id, unit, chunk_index, chunk_count, start_ms, end_ms, done_at";
 const WEBHOOK = "id, tenant_id, url, events, description, secret, created_at, deleted_at";
 const DELIVERY =
   "id, tenant_id, webhook_id, event_id, event_type, payload, status, attempts, last_status_code, next_attempt_at, created_at";
@@ -506,6 +508,60 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
           ),
           (r) => r.rowCount,
         ),
+    },
+    chunks: {
+      // Of two runs recording one asset's ledger, the second conflicts on every row and inserts none.
+      insertAll: (chunks) => {
+        const [any] = chunks;
+        if (any === undefined) return Effect.succeed(false);
+        const columns = CHUNK.split(", ").length;
+        const rows = chunks.map((_, i) => `(${placeholders(columns, i * columns + 1)})`);
+        const values = chunks.flatMap((c) => CHUNK.split(", ").map((name) => c[name as keyof AssetChunk]));
+        return Effect.map(
+          run(
+            tenantScope(any.tenant_id),
+            `INSERT INTO asset_chunks (${CHUNK}) VALUES ${rows.join(", ")} ON CONFLICT DO NOTHING`,
+            values,
+          ),
+          (r) => (r.rowCount ?? 0) > 0,
+        );
+      },
+      list: (tenantId, assetId) =>
+        Effect.map(
+          run<AssetChunk>(
+            tenantScope(tenantId),
+            `SELECT ${CHUNK} FROM asset_chunks WHERE tenant_id = $1 AND asset_id = $2 ORDER BY unit, chunk_index`,
+            [tenantId, assetId],
+          ),
+          (r) => r.rows,
+        ),
+      // The unit's rows are locked first, in one order: a racing call waits for this transaction,
+      // and its count (a statement of its own, a fresh snapshot) then sees this one's mark.
+      markDone: (tenantId, assetId, unit, index, at) => {
+        const scope = tenantScope(tenantId);
+        const key = [tenantId, assetId, unit];
+        return Effect.gen(function* () {
+          yield* run(
+            scope,
+            `SELECT chunk_index FROM asset_chunks WHERE tenant_id = $1 AND asset_id = $2 AND unit = $3
+             ORDER BY chunk_index FOR UPDATE`,
+            key,
+          );
+          const marked = yield* run(
+            scope,
+            `UPDATE asset_chunks SET done_at = $5
+             WHERE tenant_id = $1 AND asset_id = $2 AND unit = $3 AND chunk_index = $4 AND done_at IS NULL`,
+            [...key, index, at],
+          );
+          const left = yield* run<{ left: number }>(
+            scope,
+            `SELECT count(*)::int AS left FROM asset_chunks
+             WHERE tenant_id = $1 AND asset_id = $2 AND unit = $3 AND done_at IS NULL`,
+            key,
+          );
+          return { marked: marked.rowCount === 1, left: left.rows[0]?.left ?? 0 };
+        });
+      },
     },
     contentKeys: {
       // ON CONFLICT keeps the first key; the SELECT after it answers whichever is stored.

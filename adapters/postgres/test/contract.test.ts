@@ -1,6 +1,7 @@
 import { type PgBossQueue, pgBossQueue, postgresStorage } from "@vod/adapter-postgres";
 import { postgresBackdoor } from "@vod/adapter-postgres/testing";
 import { describeJobQueue, describeStorage } from "@vod/contract-tests";
+import type { EnqueueOptions } from "@vod/core";
 import { Effect } from "effect";
 import { afterAll, describe, expect, it } from "vitest";
 import { migratedOnce, onEachEngine } from "./engines.js";
@@ -49,10 +50,10 @@ onEachEngine(({ name, open }) => {
           },
         };
       },
-      enqueue: (assetId: string) =>
+      enqueue: (assetId: string, options?: EnqueueOptions) =>
         Effect.runPromise(
           storage.transaction((tx) =>
-            tx.jobs.enqueue("process-asset", { tenant_id: "tnt_q", asset_id: assetId }),
+            tx.jobs.enqueue("process-asset", { tenant_id: "tnt_q", asset_id: assetId }, options),
           ),
         ),
       leaseMs: 3_000,

@@ -86,6 +86,7 @@ const seed = async (db: SqlDatabase, tenant: string) => {
       asset,
     ]);
     await q("INSERT INTO content_keys VALUES ($1, $2, 'kid', 'wrapped', 1)", [tenant, asset]);
+    await q("INSERT INTO asset_chunks VALUES ($1, $2, '360p', 0, 1, 0, NULL, NULL)", [tenant, asset]);
     await q(
       "INSERT INTO idempotency_keys (tenant_id, principal, key, fingerprint, locked_until, expires_at) VALUES ($1, 'p', 'k', 'f', 1, 9e12)",
       [tenant],

@@ -34,7 +34,16 @@ export interface PrometheusMetrics extends Metrics {
 /** Methods a client may send are unbounded; the label keeps the ones HTTP defines. */
 const METHODS: ReadonlySet<string> = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
 
-const PROCESSING_ENDS: ReadonlyArray<ProcessingEnd> = ["ready", "failed", "skipped", "retry", "released"];
+const PROCESSING_ENDS: ReadonlyArray<ProcessingEnd> = [
+  "ready",
+  "failed",
+  "skipped",
+  "chunked",
+  "encoded",
+  "deferred",
+  "retry",
+  "released",
+];
 const WEBHOOK_RESULTS: ReadonlyArray<WebhookDeliveryResult> = ["succeeded", "retrying", "failed"];
 const MAIL_RESULTS: ReadonlyArray<AccountMailResult> = ["sent", "skipped", "retrying", "failed"];
 const IMAGE_KINDS: ReadonlyArray<ImageKind> = ["thumbnail", "animated", "storyboard"];

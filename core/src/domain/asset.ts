@@ -165,7 +165,9 @@ export const transitionAsset: Transition<Asset, AssetEvent> = (asset, event, now
       );
     }
     case "rendition_failed": {
-      if (asset.status !== "ready") break;
+      // While processing too: a long source's units are made at once, and a later one may fail
+      // before the first one makes the asset playable.
+      if (asset.status !== "processing" && asset.status !== "ready") break;
       const next = withRendition(asset, event.name, "failed");
       if (!next) break;
       return Either.right(next);

@@ -15,3 +15,17 @@ export const renditionsPrefix = (tenantId: string, assetId: string) => `renditio
  */
 export const renditionKey = (tenantId: string, assetId: string, path: string) =>
   `${renditionsPrefix(tenantId, assetId)}${path}`;
+
+/**
+ * Where the chunks of a long source's renditions wait to be joined and packaged: outside the
+ * renditions prefix, so playback never serves them.
+ */
+export const chunksPrefix = (tenantId: string, assetId: string) => `chunks/${tenantId}/${assetId}/`;
+
+/** Where one rendition's chunks wait. */
+export const renditionChunksPrefix = (tenantId: string, assetId: string, rendition: string) =>
+  `${chunksPrefix(tenantId, assetId)}${rendition}/`;
+
+/** One rendition's encoded chunk (`360p`, chunk 3). */
+export const chunkKey = (tenantId: string, assetId: string, rendition: string, index: number) =>
+  `${renditionChunksPrefix(tenantId, assetId, rendition)}${index}.mp4`;

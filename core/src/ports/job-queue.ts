@@ -10,7 +10,18 @@ export interface JobTypes {
     readonly upload_id?: string;
   };
   /**
-   * A deleted asset's objects (origin, renditions) and the parts of the uploads that were open
+   * One chunk of a long source, `[start_ms, end_ms)` (`end_ms` null: to the end), encoded into
+   * each rendition of `unit` (rendition names), chunk `index` of `count`.
+   */
+  readonly "encode-chunk": ChunkOfUnit & {
+    readonly index: number;
+    readonly start_ms: number;
+    readonly end_ms: number | null;
+  };
+  /** The `count` chunks of each rendition of `unit` joined, with the source's audio packaged. */
+  readonly "package-chunks": ChunkOfUnit;
+  /**
+   * A deleted asset's objects (origin, renditions, chunks) and the parts of the uploads that were open
    * when it was deleted, removed from the object store; its playback sessions revoked again.
    */
   readonly "delete-asset": {
@@ -33,9 +44,20 @@ export interface JobTypes {
     | { readonly purpose: "reset_password"; readonly email: string };
 }
 
+/** What the jobs of a chunked unit of renditions share. */
+export interface ChunkOfUnit {
+  readonly tenant_id: string;
+  readonly asset_id: string;
+  readonly upload_id?: string;
+  readonly unit: ReadonlyArray<string>;
+  readonly count: number;
+}
+
 /** Every job name, for queues that declare theirs up front. */
 export const jobNames: ReadonlyArray<JobName> = [
   "process-asset",
+  "encode-chunk",
+  "package-chunks",
   "delete-asset",
   "deliver-webhook",
   "send-account-mail",
@@ -64,6 +86,11 @@ export interface JobRepository {
 export interface EnqueueOptions {
   /** Not handed out before this many milliseconds from now (a retry's backoff). */
   readonly delayMs?: number;
+  /**
+   * Handed out before the due jobs of the same name with a lower one (default 0); among equals,
+   * the oldest first.
+   */
+  readonly priority?: number;
 }
 
 /** Asks for the job to be run again later (with backoff), or, on the last attempt, ends it. */

@@ -97,6 +97,12 @@ export interface PackageOptions {
   readonly master?: string;
 }
 
+/** A part of the source: from `startMs` up to `endMs`, or to its end when that is null. */
+export interface SourceRange {
+  readonly startMs: number;
+  readonly endMs: number | null;
+}
+
 /**
  * Why media could not be processed. `invalid_media`, `unsupported_codec` and `checksum_mismatch`
  * are final; `processing_error` is worth a retry.
@@ -125,6 +131,32 @@ export interface MediaProcessor {
     input: MediaInput,
     source: ProbedSource,
     renditions: ReadonlyArray<Rendition>,
+    emit: (file: OutputFile) => Effect.Effect<void, StorageError>,
+    options?: PackageOptions,
+  ): Effect.Effect<PackagedOutput, MediaRejected | StorageError>;
+  /**
+   * Encodes `range` of the source's video into each of `renditions` (rungs of a `plan`) as
+   * `package` would, with keyframes from the range's start on, and hands `emit` one video-only MP4
+   * per rendition, `{name}.mp4`. A range starting on a segment boundary of the whole makes the
+   * chunk `packageChunks` joins there. Absent: the processor makes every source in one `package`.
+   */
+  encodeChunk?(
+    input: MediaInput,
+    source: SourceMetadata,
+    renditions: ReadonlyArray<Rendition>,
+    range: SourceRange,
+    emit: (file: OutputFile) => Effect.Effect<void, StorageError>,
+  ): Effect.Effect<void, MediaRejected | StorageError>;
+  /**
+   * `package` from chunks: each rendition's `count` chunks (`chunk(name, index)`, as
+   * `encodeChunk` made them, in order) joined without re-encoding, the audio encoded once from
+   * the whole source, then packaged, merged and emitted exactly as `package` does.
+   */
+  packageChunks?(
+    input: MediaInput,
+    source: ProbedSource,
+    renditions: ReadonlyArray<Rendition>,
+    chunks: { readonly count: number; readonly chunk: (rendition: string, index: number) => MediaInput },
     emit: (file: OutputFile) => Effect.Effect<void, StorageError>,
     options?: PackageOptions,
   ): Effect.Effect<PackagedOutput, MediaRejected | StorageError>;

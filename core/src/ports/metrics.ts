@@ -1,9 +1,19 @@
 /**
  * How a processing run ended, as the worker sees it: the asset's outcome (`ready`, `failed`,
- * `skipped`: nothing left to do), an attempt that failed and goes back to the queue (`retry`), or
- * a run stopped at shutdown and handed to another worker (`released`).
+ * `skipped`: nothing left to do), a long source cut into chunk jobs (`chunked`), a chunk made
+ * (`encoded`), a unit's packaging put off until the asset is playable (`deferred`), an attempt
+ * that failed and goes back to the queue (`retry`), or a run stopped at shutdown and handed to
+ * another worker (`released`).
  */
-export type ProcessingEnd = "ready" | "failed" | "skipped" | "retry" | "released";
+export type ProcessingEnd =
+  | "ready"
+  | "failed"
+  | "skipped"
+  | "chunked"
+  | "encoded"
+  | "deferred"
+  | "retry"
+  | "released";
 
 /**
  * How one webhook delivery attempt ended: a 2xx (`succeeded`), anything else with retries left

@@ -264,6 +264,42 @@ export interface WebhookDeliveryRepository {
   recordAttempt(tenantId: string, id: string, attemptsBefore: number, attempt: DeliveryAttempt): Op<boolean>;
 }
 
+/**
+ * One chunk of a long source in the ledger of its asset: which unit of renditions (their names
+ * joined by commas, `unitKey`), which part of the source, and when its encoding was recorded done.
+ */
+export interface AssetChunk {
+  readonly tenant_id: string;
+  readonly asset_id: string;
+  readonly unit: string;
+  readonly chunk_index: number;
+  readonly chunk_count: number;
+  readonly start_ms: number;
+  /** Null: to the end of the source. */
+  readonly end_ms: number | null;
+  readonly done_at: number | null;
+}
+
+/** The chunk ledger: what a chunked asset's encode-chunk jobs have done. */
+export interface ChunkRepository {
+  /** Records the asset's chunks, all of one asset, unless it has a ledger already: false then. */
+  insertAll(chunks: ReadonlyArray<AssetChunk>): Op<boolean>;
+  /** The asset's chunks by unit, then index. */
+  list(tenantId: string, assetId: string): Op<ReadonlyArray<AssetChunk>>;
+  /**
+   * Marks one chunk done if it is not yet: `marked` whether this call did, `left` how many of
+   * its unit are still not done after it. Inside a transaction, calls on one unit take turns
+   * until it ends, so of the calls that mark a unit's last chunks exactly one sees `left` 0.
+   */
+  markDone(
+    tenantId: string,
+    assetId: string,
+    unit: string,
+    index: number,
+    at: number,
+  ): Op<{ readonly marked: boolean; readonly left: number }>;
+}
+
 export interface Repositories {
   readonly tenants: TenantRepository;
   readonly users: UserRepository;
@@ -278,6 +314,7 @@ export interface Repositories {
   readonly idempotencyKeys: IdempotencyKeyRepository;
   readonly webhooks: WebhookRepository;
   readonly webhookDeliveries: WebhookDeliveryRepository;
+  readonly chunks: ChunkRepository;
   /** Enqueues jobs in the unit of work: they exist if and only if it commits. */
   readonly jobs: JobRepository;
 }

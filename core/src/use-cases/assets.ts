@@ -1,7 +1,7 @@
 import { Effect, Option } from "effect";
 import type { VodConfig } from "../config.js";
 import { assetDetailsChange, newAssetDraft } from "../domain/asset.js";
-import { originKey, renditionsPrefix } from "../domain/object-keys.js";
+import { chunksPrefix, originKey, renditionsPrefix } from "../domain/object-keys.js";
 import { InvalidRequest, NotFound, type StorageError } from "../errors.js";
 import { type Job, JobFailed } from "../ports/job-queue.js";
 import type { AssetKey } from "../ports/repositories.js";
@@ -162,6 +162,7 @@ export const makeAssets = (ports: VodPorts, config: VodConfig, endPlayback: EndP
       // Ids have a fixed length, so no other asset's origin key starts with this one.
       yield* objectStore.deletePrefix(key);
       yield* objectStore.deletePrefix(renditionsPrefix(tenant_id, asset_id));
+      yield* objectStore.deletePrefix(chunksPrefix(tenant_id, asset_id));
     }).pipe(
       Effect.catchTag(
         "StorageError",

@@ -8,16 +8,26 @@ import {
   type SourceMetadata,
   transitionAsset,
 } from "../domain/asset.js";
-import { originKey, renditionKey, renditionsPrefix } from "../domain/object-keys.js";
+import {
+  chunkKey,
+  chunksPrefix,
+  originKey,
+  renditionChunksPrefix,
+  renditionKey,
+  renditionsPrefix,
+} from "../domain/object-keys.js";
 import { StorageError } from "../errors.js";
-import { type Job, JobFailed } from "../ports/job-queue.js";
+import { type ChunkOfUnit, type Job, JobFailed } from "../ports/job-queue.js";
 import {
   type MediaInput,
   MediaRejected,
+  type PartChecksums,
   type PlannedRendition,
   type ProbedSource,
   type Rendition,
+  type SourceRange,
 } from "../ports/media-processor.js";
+import type { AssetChunk } from "../ports/repositories.js";
 import type { VodPorts } from "../tokens.js";
 import { makeContentKeys } from "./content-keys.js";
 import { readText } from "./support.js";
@@ -76,6 +86,34 @@ export const renditionUnits = (
   return rest.length > 0 ? [[first], rest] : [[first]];
 };
 
+/** The segment length of the packaged HLS: chunk boundaries fall on segment boundaries. */
+export const SEGMENT_SECONDS = 6;
+
+/**
+ * The parts a source of `durationMs` is cut into, `chunkSeconds` each, the last one open to the
+ * end; none (made in one job) when that is fewer than `minChunks` or the duration is unknown. A
+ * remainder shorter than a segment joins the chunk before it: the duration is the container's
+ * word, and a last chunk past the last frame would hold no picture.
+ */
+export const chunkRanges = (
+  durationMs: number | null,
+  chunkSeconds: number,
+  minChunks: number,
+): ReadonlyArray<SourceRange> | undefined => {
+  if (durationMs === null || chunkSeconds <= 0) return undefined;
+  const size = chunkSeconds * 1000;
+  let count = Math.ceil(durationMs / size);
+  if (count > 1 && durationMs - (count - 1) * size < SEGMENT_SECONDS * 1000) count--;
+  if (count < Math.max(2, minChunks)) return undefined;
+  return Array.from({ length: count }, (_, i) => ({
+    startMs: i * size,
+    endMs: i === count - 1 ? null : (i + 1) * size,
+  }));
+};
+
+/** A unit of renditions as the chunk ledger names it. */
+export const unitKey = (names: ReadonlyArray<string>): string => names.join(",");
+
 /** A final verdict on the media (as opposed to trouble worth a retry). */
 interface Verdict {
   readonly _tag: "Verdict";
@@ -95,9 +133,26 @@ const jobFailed = (message: string, cause?: unknown): JobFailed => new JobFailed
 /** What a processing job did to its asset, for the worker to name in its log. */
 export type ProcessingOutcome =
   | { readonly status: "ready" }
+  /** Cut into chunks: encode-chunk jobs make the renditions. */
+  | { readonly status: "chunked"; readonly chunks: number }
   | { readonly status: "failed"; readonly failure_code: FailureCode; readonly reason: string }
   /** Nothing to do: the asset is gone or already settled (a duplicate delivery). */
   | { readonly status: "skipped" };
+
+/**
+ * What a chunk job did: a chunk encoded, a packaging put off until the asset is playable, or as
+ * above, `failed` meaning its unit's renditions (the asset's too when they were to make it playable).
+ */
+export type ChunkOutcome =
+  | { readonly status: "encoded" }
+  | { readonly status: "deferred" }
+  | Exclude<ProcessingOutcome, { readonly status: "chunked" }>;
+
+/** The first unit's chunks go before other chunks: what makes an asset playable comes first. */
+const FIRST_UNIT_PRIORITY = 1;
+
+/** How long a unit's packaging waits for the first rendition to be listed before it looks again. */
+const DEFER_MS = 2_000;
 
 export const makeProcessing = (
   ports: VodPorts,
@@ -114,37 +169,41 @@ export const makeProcessing = (
    * Moves the asset by `event` and records its webhook events in the same transaction: its status
    * event (processing and failed on every such event, ready when it became ready; a failure's code
    * and message with failed), each rendition made ready, and renditions_complete when the last
-   * pending one settles.
+   * pending one settles. The event applies to the asset as stored, read under the tenant's lock:
+   * a long source's chunk jobs save one asset at once, and none may undo another's move.
    */
   const save = (asset: Asset, event: AssetEvent, failure?: EventData["failure"]) =>
-    Effect.gen(function* () {
-      const next = transitionAsset(asset, event, clock.now());
-      // An asset that moved on (a duplicate delivery finished first) is left as it is.
-      if (Either.isLeft(next)) return asset;
-      const saved = next.right;
-      const statusEvent =
-        event.type === "processing_started" ||
-        event.type === "processing_failed" ||
-        (saved.status === "ready" && asset.status !== "ready");
-      yield* storage.transaction((tx) =>
-        Effect.gen(function* () {
-          yield* tx.assets.update(saved);
-          if (statusEvent && saved.status in eventOf)
-            yield* recordEvent(tx, saved.tenant_id, eventOf[saved.status as keyof typeof eventOf], {
-              asset: saved,
-              ...(saved.status === "failed" && failure ? { failure } : {}),
-            });
-          if (event.type === "rendition_ready") {
-            const rendition = saved.renditions.find((r) => r.name === event.name);
-            if (rendition)
-              yield* recordEvent(tx, saved.tenant_id, "asset.rendition.ready", { asset: saved, rendition });
-          }
-          if (saved.status === "ready" && hasPendingRenditions(asset) && !hasPendingRenditions(saved))
-            yield* recordEvent(tx, saved.tenant_id, "asset.renditions_complete", { asset: saved });
-        }),
-      );
-      return saved;
-    });
+    storage.transaction((tx) =>
+      Effect.gen(function* () {
+        yield* tx.tenants.lock(asset.tenant_id);
+        const stored = yield* tx.assets.get(asset.tenant_id, asset.id);
+        // Deleted meanwhile: nothing is written.
+        if (Option.isNone(stored)) return asset;
+        const current = stored.value;
+        const next = transitionAsset(current, event, clock.now());
+        // An asset that moved on (a duplicate delivery finished first) is left as it is.
+        if (Either.isLeft(next)) return current;
+        const saved = next.right;
+        const statusEvent =
+          event.type === "processing_started" ||
+          event.type === "processing_failed" ||
+          (saved.status === "ready" && current.status !== "ready");
+        yield* tx.assets.update(saved);
+        if (statusEvent && saved.status in eventOf)
+          yield* recordEvent(tx, saved.tenant_id, eventOf[saved.status as keyof typeof eventOf], {
+            asset: saved,
+            ...(saved.status === "failed" && failure ? { failure } : {}),
+          });
+        if (event.type === "rendition_ready") {
+          const rendition = saved.renditions.find((r) => r.name === event.name);
+          if (rendition)
+            yield* recordEvent(tx, saved.tenant_id, "asset.rendition.ready", { asset: saved, rendition });
+        }
+        if (saved.status === "ready" && hasPendingRenditions(current) && !hasPendingRenditions(saved))
+          yield* recordEvent(tx, saved.tenant_id, "asset.renditions_complete", { asset: saved });
+        return saved;
+      }),
+    );
 
   /** Marks every rendition still pending failed, on an asset that stays ready. */
   const failPending = (asset: Asset) =>
@@ -153,6 +212,74 @@ export const makeProcessing = (
       asset,
       (current, r) => save(current, { type: "rendition_failed", name: r.name }),
     );
+
+  /** A stored object as the processor reads it: in place when the store has local files. */
+  const objectInput = (
+    key: string,
+    what: string,
+    checks: {
+      readonly expectedSha256?: string | undefined;
+      readonly expectedPartSha256?: PartChecksums | undefined;
+    } = {},
+  ): MediaInput =>
+    store.localPath
+      ? { path: store.localPath(key) }
+      : {
+          open: () =>
+            Effect.catchTag(store.get(key), "NotFound", () =>
+              Effect.fail(new StorageError({ message: `${what} ${key} is missing` })),
+            ),
+          ...checks,
+        };
+
+  /**
+   * The asset's source. A store with local files hashed the origin when the upload completed; one
+   * read as a stream has its declared sha256 checked on the way into the processor's scratch space.
+   */
+  const sourceOfAsset = (asset: Asset, uploadId: string | undefined) =>
+    store.localPath
+      ? Effect.succeed<MediaInput>(objectInput(originKey(asset.tenant_id, asset.id), "origin object"))
+      : Effect.map(
+          declaredPartSha256(storage, asset.tenant_id, uploadId),
+          (parts): MediaInput =>
+            objectInput(originKey(asset.tenant_id, asset.id), "origin object", {
+              expectedSha256: asset.checksum_sha256 ?? undefined,
+              expectedPartSha256: parts,
+            }),
+        );
+
+  /** The master playlist a playable asset lists its renditions in. */
+  const storedMaster = (asset: Asset) => {
+    const masterKey = renditionKey(asset.tenant_id, asset.id, "master.m3u8");
+    return Effect.flatMap(
+      Effect.catchTag(store.get(masterKey), "NotFound", () =>
+        Effect.fail(new StorageError({ message: `${masterKey} is missing from a playable asset` })),
+      ),
+      readText,
+    );
+  };
+
+  /** DRM assets are packaged encrypted with their content key; no clear copy is ever stored. */
+  const encryptionOf = (asset: Asset) =>
+    asset.drm_enabled
+      ? Effect.mapError(contentKeys.forPackaging(asset.tenant_id, asset.id), (e) =>
+          e._tag === "InternalError" ? verdict("processing_error", e.message) : e,
+        )
+      : Effect.succeed(undefined);
+
+  /**
+   * A run bounded by `processing.maxRunMs`. Here rather than in the queue, whose own limit is a
+   * backstop: an overrun then ends as any failure does, retried, or on the last attempt final.
+   */
+  const bounded = <A, E>(run: Effect.Effect<A, E>) =>
+    Effect.timeoutFail(run, {
+      duration: config.processing.maxRunMs,
+      onTimeout: () =>
+        new MediaRejected({
+          code: "processing_error",
+          message: `processing ran longer than ${config.processing.maxRunMs / 1000} s`,
+        }),
+    });
 
   /**
    * The processing job: probe, check and plan the renditions; make the first one (the asset is
@@ -173,31 +300,16 @@ export const makeProcessing = (
         return { status: "skipped" } as const;
       const media = ports.mediaProcessor;
       if (!media) return yield* Effect.fail(jobFailed("this process has no media processor"));
+      // Cut into chunks by an earlier run of this job: the chunk jobs make the renditions.
+      const [chunk] = yield* storage.chunks.list(tenant_id, asset_id);
+      if (chunk) return { status: "chunked", chunks: chunk.chunk_count } as const;
       let asset =
         found.value.status === "ready"
           ? found.value
           : yield* save(found.value, { type: "processing_started" });
 
-      const key = originKey(tenant_id, asset_id);
-      // A store with local files hashed the origin when the upload completed; one read as a
-      // stream has its declared sha256 checked on the way into the processor's scratch space.
-      const input: MediaInput = store.localPath
-        ? { path: store.localPath(key) }
-        : {
-            open: () =>
-              Effect.catchTag(store.get(key), "NotFound", () =>
-                Effect.fail(new StorageError({ message: `origin object ${key} is missing` })),
-              ),
-            expectedSha256: asset.checksum_sha256 ?? undefined,
-            expectedPartSha256: yield* declaredPartSha256(storage, tenant_id, job.data.upload_id),
-          };
-      const masterKey = renditionKey(tenant_id, asset_id, "master.m3u8");
-      const storedMaster = Effect.flatMap(
-        Effect.catchTag(store.get(masterKey), "NotFound", () =>
-          Effect.fail(new StorageError({ message: `${masterKey} is missing from a playable asset` })),
-        ),
-        readText,
-      );
+      const input = yield* sourceOfAsset(asset, job.data.upload_id);
+      let chunked: number | undefined;
 
       const result = yield* Effect.either(
         Effect.gen(function* () {
@@ -223,23 +335,37 @@ export const makeProcessing = (
           // earlier run is mixed in. After that, what is listed stays and the rest is made again.
           if (!asset.renditions.some((r) => r.status === "ready"))
             yield* store.deletePrefix(renditionsPrefix(tenant_id, asset_id));
-          // DRM assets are packaged encrypted with their content key; no clear copy is ever stored.
-          const encryption = asset.drm_enabled
-            ? yield* Effect.mapError(contentKeys.forPackaging(tenant_id, asset_id), (e) =>
-                e._tag === "InternalError" ? verdict("processing_error", e.message) : e,
-              )
-            : undefined;
           const statusOf = (p: PlannedRendition) =>
             asset.renditions.find((r) => r.name === p.rendition.name)?.status;
           const pending = planned.filter((p) => statusOf(p) === "pending");
           const units = renditionUnits(pending, firstRendition(planned, probed.source_height ?? 0));
+          // A long source not started yet goes to the chunk jobs, which any worker takes.
+          const ranges =
+            media.encodeChunk && media.packageChunks && asset.status !== "ready"
+              ? chunkRanges(
+                  probed.source_duration_ms,
+                  config.processing.chunkSeconds,
+                  config.processing.minChunks,
+                )
+              : undefined;
+          if (ranges) {
+            yield* startChunks(
+              asset,
+              units.map((unit) => unit.map((p) => p.rendition.name)),
+              ranges,
+              job.data.upload_id,
+            );
+            chunked = ranges.length;
+            return source;
+          }
+          const encryption = yield* encryptionOf(asset);
           for (const unit of units) {
             // Deleted meanwhile: nothing more is made (the end of the run removes what was stored).
             if (Option.isNone(yield* storage.assets.get(tenant_id, asset_id))) return source;
             const playable = asset.status === "ready";
             const made = yield* Effect.either(
               Effect.gen(function* () {
-                const master = playable ? yield* storedMaster : undefined;
+                const master = playable ? yield* storedMaster(asset) : undefined;
                 return yield* media.package(
                   input,
                   probed,
@@ -273,16 +399,7 @@ export const makeProcessing = (
           }
           return source;
         }).pipe(
-          // Here rather than in the queue, whose own limit is a backstop: an overrun then ends as
-          // any failure does, retried, or on the last attempt a failed asset, not one left processing.
-          Effect.timeoutFail({
-            duration: config.processing.maxRunMs,
-            onTimeout: () =>
-              new MediaRejected({
-                code: "processing_error",
-                message: `processing ran longer than ${config.processing.maxRunMs / 1000} s`,
-              }),
-          }),
+          bounded,
           Effect.mapError((e: MediaRejected | StorageError | Verdict): Verdict | JobFailed => {
             if (e._tag === "Verdict") return e;
             if (e._tag === "MediaRejected" && e.code !== "processing_error")
@@ -301,7 +418,10 @@ export const makeProcessing = (
         yield* store.deletePrefix(renditionsPrefix(tenant_id, asset_id));
         return { status: "skipped" } as const;
       }
-      if (Either.isRight(result)) return { status: asset.status === "ready" ? "ready" : "skipped" } as const;
+      if (Either.isRight(result)) {
+        if (chunked !== undefined) return { status: "chunked", chunks: chunked } as const;
+        return { status: asset.status === "ready" ? "ready" : "skipped" } as const;
+      }
       const outcome = result.left;
       if (outcome._tag === "JobFailed") return yield* Effect.fail(outcome);
       // Playable already: the asset stays ready, and what is left of its renditions failed.
@@ -326,7 +446,244 @@ export const makeProcessing = (
       Effect.withSpan("processAsset"),
     );
 
-  return { processAsset };
+  /**
+   * Records the chunk ledger and enqueues every chunk's job, in one transaction: the first unit's
+   * chunks at a higher priority, handed out before any asset's other chunks, so that assets are
+   * playable soonest; then the rest's. A ledger there already (a duplicate delivery) is left as
+   * it is, and nothing is enqueued.
+   */
+  const startChunks = (
+    asset: Asset,
+    units: ReadonlyArray<ReadonlyArray<string>>,
+    ranges: ReadonlyArray<SourceRange>,
+    uploadId: string | undefined,
+  ) => {
+    const { tenant_id, id: asset_id } = asset;
+    const ledger = units.flatMap((unit) =>
+      ranges.map(
+        (range, index): AssetChunk => ({
+          tenant_id,
+          asset_id,
+          unit: unitKey(unit),
+          chunk_index: index,
+          chunk_count: ranges.length,
+          start_ms: range.startMs,
+          end_ms: range.endMs,
+          done_at: null,
+        }),
+      ),
+    );
+    return storage.transaction((tx) =>
+      Effect.gen(function* () {
+        if (!(yield* tx.chunks.insertAll(ledger))) return;
+        for (const [u, unit] of units.entries())
+          for (const [index, range] of ranges.entries())
+            yield* tx.jobs.enqueue(
+              "encode-chunk",
+              {
+                tenant_id,
+                asset_id,
+                ...(uploadId === undefined ? {} : { upload_id: uploadId }),
+                unit,
+                count: ranges.length,
+                index,
+                start_ms: range.startMs,
+                end_ms: range.endMs,
+              },
+              // Jobs of one transaction are equally old: the first unit goes first by priority.
+              { priority: u === 0 ? FIRST_UNIT_PRIORITY : 0 },
+            );
+      }),
+    );
+  };
+
+  /** Whether some rendition of the unit is still to be made. */
+  const unitPending = (asset: Asset, unit: ReadonlyArray<string>) =>
+    unit.some((name) => asset.renditions.some((r) => r.name === name && r.status === "pending"));
+
+  /** The asset of a chunk job while its unit is still to be made; none when gone or settled. */
+  const unitAsset = (data: ChunkOfUnit) =>
+    Effect.map(storage.assets.get(data.tenant_id, data.asset_id), (found) =>
+      Option.filter(found, (asset) => asset.status !== "failed" && unitPending(asset, data.unit)),
+    );
+
+  /**
+   * After a chunk job, the chunks no longer needed are removed: the unit's once it is settled
+   * (packaged, or failed), the asset's once it failed or was deleted. A job still running then
+   * may store its chunk after that removal, so each job looks again when it ends. A deleted
+   * asset's renditions go too: a packaging run may have stored some after `delete-asset` ran.
+   */
+  const afterChunkJob = <A extends ChunkOutcome>(data: ChunkOfUnit, outcome: A) =>
+    Effect.gen(function* () {
+      const { tenant_id, asset_id } = data;
+      const now = yield* storage.assets.get(tenant_id, asset_id);
+      if (Option.isNone(now) || now.value.status === "failed")
+        yield* store.deletePrefix(chunksPrefix(tenant_id, asset_id));
+      else if (!unitPending(now.value, data.unit))
+        yield* Effect.forEach(
+          data.unit,
+          (name) => store.deletePrefix(renditionChunksPrefix(tenant_id, asset_id, name)),
+          { discard: true },
+        );
+      if (Option.isSome(now)) return outcome;
+      yield* store.deletePrefix(renditionsPrefix(tenant_id, asset_id));
+      return { status: "skipped" } as const;
+    });
+
+  /** Whether the unit holds the asset's first rendition, the one that makes it playable. */
+  const makesPlayable = (asset: Asset, unit: ReadonlyArray<string>) => {
+    const first = firstRendition(asset.renditions, asset.source_height ?? 0);
+    return first !== undefined && unit.includes(first.name);
+  };
+
+  /**
+   * A chunk job's unit could not be made. Transient trouble is retried while attempts are left;
+   * then, as in `processAsset`, the asset fails when the unit was to make it playable, else the
+   * unit's renditions fail: the asset is or will be ready with the others.
+   */
+  const unitFailed = (
+    job: Job<"encode-chunk"> | Job<"package-chunks">,
+    asset: Asset,
+    e: MediaRejected | StorageError | Verdict,
+  ): Effect.Effect<ChunkOutcome, JobFailed | StorageError> =>
+    Effect.gen(function* () {
+      const rejectedMedia = e._tag === "MediaRejected" && e.code !== "processing_error";
+      if (e._tag !== "Verdict" && !rejectedMedia && job.attempt < job.maxAttempts)
+        return yield* Effect.fail(jobFailed(e.message, e));
+      const code: FailureCode = e._tag === "Verdict" ? e.failed : rejectedMedia ? e.code : "processing_error";
+      const reason = e._tag === "Verdict" ? e.reason : e.message;
+      if (asset.status === "ready" || !makesPlayable(asset, job.data.unit)) {
+        let current = asset;
+        for (const name of job.data.unit) current = yield* save(current, { type: "rendition_failed", name });
+        return { status: "failed", failure_code: code, reason } as const;
+      }
+      const saved = yield* save(
+        asset,
+        { type: "processing_failed", failure_code: code },
+        { code, message: reason },
+      );
+      return saved.status === "failed"
+        ? ({ status: "failed", failure_code: code, reason } as const)
+        : ({ status: "skipped" } as const);
+    });
+
+  /** The rungs of a unit, as the ladder has them. */
+  const renditionsOf = (unit: ReadonlyArray<string>) => ladder.filter((r) => unit.includes(r.name));
+
+  /**
+   * One chunk of a unit: encoded into each of its renditions and stored under the chunks prefix.
+   * The transaction that records the unit's last chunk done enqueues its packaging, so exactly
+   * once. A chunk found done already (a duplicate delivery) is not made again.
+   */
+  const encodeChunk = (job: Job<"encode-chunk">): Effect.Effect<ChunkOutcome, JobFailed> =>
+    Effect.gen(function* () {
+      const { tenant_id, asset_id, unit, index } = job.data;
+      const found = yield* unitAsset(job.data);
+      if (Option.isNone(found)) return yield* afterChunkJob(job.data, { status: "skipped" });
+      const asset = found.value;
+      const ledger = yield* storage.chunks.list(tenant_id, asset_id);
+      const chunk = ledger.find((c) => c.unit === unitKey(unit) && c.chunk_index === index);
+      if (chunk === undefined || chunk.done_at !== null) return { status: "skipped" } as const;
+      const media = ports.mediaProcessor;
+      if (!media?.encodeChunk) return yield* Effect.fail(jobFailed("this process cannot encode chunks"));
+      const encode = media.encodeChunk;
+      const made = yield* Effect.either(
+        Effect.flatMap(sourceOfAsset(asset, job.data.upload_id), (input) =>
+          encode(
+            input,
+            asset,
+            renditionsOf(unit),
+            { startMs: job.data.start_ms, endMs: job.data.end_ms },
+            (file) =>
+              store.put(
+                chunkKey(tenant_id, asset_id, file.path.replace(/\.mp4$/, ""), index),
+                file.body,
+                file.contentType,
+              ),
+          ),
+        ).pipe(bounded),
+      );
+      if (Either.isLeft(made))
+        return yield* Effect.flatMap(unitFailed(job, asset, made.left), (o) => afterChunkJob(job.data, o));
+      yield* storage.transaction((tx) =>
+        Effect.gen(function* () {
+          const { marked, left } = yield* tx.chunks.markDone(
+            tenant_id,
+            asset_id,
+            unitKey(unit),
+            index,
+            clock.now(),
+          );
+          if (marked && left === 0)
+            yield* tx.jobs.enqueue("package-chunks", {
+              tenant_id,
+              asset_id,
+              ...(job.data.upload_id === undefined ? {} : { upload_id: job.data.upload_id }),
+              unit,
+              count: job.data.count,
+            });
+        }),
+      );
+      return yield* afterChunkJob(job.data, { status: "encoded" } as const);
+    }).pipe(
+      Effect.catchTag("StorageError", (e) => Effect.fail(jobFailed(e.message, e))),
+      Effect.withSpan("encodeChunk"),
+    );
+
+  /**
+   * A unit's chunks joined and packaged as `processAsset` packages a unit: the first rendition
+   * makes the asset ready; the others, whose chunks may be done first, wait until it is (the
+   * master they are merged into is stored then) by a job of their own enqueued a little later.
+   * The unit's chunks are removed once its renditions are listed (`afterChunkJob`).
+   */
+  const packageChunks = (job: Job<"package-chunks">): Effect.Effect<ChunkOutcome, JobFailed> =>
+    Effect.gen(function* () {
+      const { tenant_id, asset_id, unit, count } = job.data;
+      const found = yield* unitAsset(job.data);
+      if (Option.isNone(found)) return yield* afterChunkJob(job.data, { status: "skipped" });
+      let asset = found.value;
+      const playable = asset.status === "ready";
+      if (!playable && !makesPlayable(asset, unit)) {
+        yield* storage.jobs.enqueue("package-chunks", job.data, { delayMs: DEFER_MS });
+        return { status: "deferred" } as const;
+      }
+      const media = ports.mediaProcessor;
+      if (!media?.packageChunks) return yield* Effect.fail(jobFailed("this process cannot package chunks"));
+      const join = media.packageChunks;
+      const made = yield* Effect.either(
+        Effect.gen(function* () {
+          const input = yield* sourceOfAsset(asset, job.data.upload_id);
+          const probed = yield* media.probe(input);
+          const encryption = yield* encryptionOf(asset);
+          const master = playable ? yield* storedMaster(asset) : undefined;
+          return yield* join(
+            input,
+            probed,
+            renditionsOf(unit),
+            {
+              count,
+              chunk: (rendition, index) =>
+                objectInput(chunkKey(tenant_id, asset_id, rendition, index), "chunk object"),
+            },
+            (file) => store.put(renditionKey(tenant_id, asset_id, file.path), file.body, file.contentType),
+            {
+              ...(encryption ? { encryption } : {}),
+              shared: !playable,
+              ...(master === undefined ? {} : { master }),
+            },
+          );
+        }).pipe(bounded),
+      );
+      if (Either.isLeft(made))
+        return yield* Effect.flatMap(unitFailed(job, asset, made.left), (o) => afterChunkJob(job.data, o));
+      for (const name of unit) asset = yield* save(asset, { type: "rendition_ready", name });
+      return yield* afterChunkJob(job.data, { status: "ready" } as const);
+    }).pipe(
+      Effect.catchTag("StorageError", (e) => Effect.fail(jobFailed(e.message, e))),
+      Effect.withSpan("packageChunks"),
+    );
+
+  return { processAsset, encodeChunk, packageChunks };
 };
 
 export type Processing = ReturnType<typeof makeProcessing>;

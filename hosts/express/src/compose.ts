@@ -196,6 +196,8 @@ export const composeVod = async (
       maxSourceDurationMs: config.media.maxSourceDurationSeconds * 1000,
       maxAttempts: config.jobs.maxAttempts,
       maxRunMs: config.jobs.maxRunSeconds * 1000,
+      chunkSeconds: config.media.chunkSeconds,
+      minChunks: config.media.minChunks,
     },
     webhooks: { retryBaseMs: config.webhooks.retryBaseSeconds * 1000 },
     images: { concurrency: config.media.imageConcurrency, maxWaiting: config.media.imageMaxWaiting },

@@ -1,3 +1,4 @@
+import { SEGMENT_SECONDS } from "@vod/core";
 import { Either, ParseResult, Schema } from "effect";
 import proxyaddr from "proxy-addr";
 import { DEFAULT_HEAP_GROWING_PERCENT } from "./heap.js";
@@ -213,6 +214,16 @@ const Env = Schema.Struct({
     { default: () => 30 },
   ),
   VOD_MAX_SOURCE_DURATION_SECONDS: Schema.optionalWith(PositiveInt, { default: () => 6 * 3600 }),
+  // A multiple of the 6 s segment: every chunk then starts a segment of the packaged rendition.
+  VOD_PROCESSING_CHUNK_SECONDS: Schema.optionalWith(
+    PositiveInt.pipe(
+      Schema.filter((n) => n % SEGMENT_SECONDS === 0, {
+        message: () => `must be a multiple of ${SEGMENT_SECONDS} (the segment length)`,
+      }),
+    ),
+    { default: () => 30 },
+  ),
+  VOD_PROCESSING_MIN_CHUNKS: Schema.optionalWith(PositiveInt, { default: () => 3 }),
   VOD_FFMPEG_PATH: opt(Schema.String.pipe(Schema.minLength(1))),
   VOD_FFPROBE_PATH: opt(Schema.String.pipe(Schema.minLength(1))),
   VOD_IMAGE_CONCURRENCY: Schema.optionalWith(PositiveInt, { default: () => 2 }),
@@ -338,6 +349,10 @@ export interface HostConfig {
   };
   readonly media: {
     readonly maxSourceDurationSeconds: number;
+    /** Length of the chunks of a long source, each a job any worker takes. */
+    readonly chunkSeconds: number;
+    /** Sources of at least this many chunks are chunked. */
+    readonly minChunks: number;
     readonly ffmpegPath?: string | undefined;
     readonly ffprobePath?: string | undefined;
     /** Images (thumbnails, animated previews, storyboards) this node makes at once. */
@@ -467,6 +482,8 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     },
     media: {
       maxSourceDurationSeconds: e.VOD_MAX_SOURCE_DURATION_SECONDS,
+      chunkSeconds: e.VOD_PROCESSING_CHUNK_SECONDS,
+      minChunks: e.VOD_PROCESSING_MIN_CHUNKS,
       ffmpegPath: e.VOD_FFMPEG_PATH,
       ffprobePath: e.VOD_FFPROBE_PATH,
       imageConcurrency: e.VOD_IMAGE_CONCURRENCY,

@@ -1,4 +1,13 @@
-import { type JobQueue, sweepIdempotencyKeys, type Vod } from "@vod/core";
+import {
+  type ChunkOutcome,
+  type Job,
+  type JobFailed,
+  type JobQueue,
+  type ProcessingOutcome,
+  sweepIdempotencyKeys,
+  type Vod,
+  type Worker,
+} from "@vod/core";
 import { Effect, Exit } from "effect";
 import type { Logger } from "./logger.js";
 
@@ -31,43 +40,74 @@ export const startWorker = async (
 ): Promise<RunningWorker> => {
   const log = options.logger.child({ component: "worker" });
   const metrics = vod.ports.metrics;
-  const worker = await Effect.runPromise(
-    queue.work("process-asset", { concurrency: options.concurrency }, (job) => {
-      const started = Date.now();
-      const context = { job_id: job.id, asset_id: job.data.asset_id, attempt: job.attempt };
-      log.info(context, "processing started");
-      metrics?.processingStarted();
-      return vod.processing.processAsset(job).pipe(
-        // The outcome named as it is: a job that failed its asset did not finish "done".
-        Effect.tap((outcome) =>
-          Effect.sync(() => {
-            const ms = Date.now() - started;
-            if (outcome.status === "ready") log.info({ ...context, ms }, "processing done");
-            else if (outcome.status === "skipped") log.info({ ...context, ms }, "processing skipped");
-            // processing_error is ours (retries exhausted); the other codes are the media's.
-            else
-              log[outcome.failure_code === "processing_error" ? "warn" : "info"](
-                { ...context, ms, failure_code: outcome.failure_code, reason: outcome.reason },
-                "processing failed",
-              );
-          }),
-        ),
-        // Once per run whatever its end: an interrupted run is one drain released to another worker.
-        Effect.onExit((exit) =>
-          Effect.sync(() =>
-            metrics?.processingEnded(
-              Exit.isSuccess(exit) ? exit.value.status : Exit.isInterrupted(exit) ? "released" : "retry",
-              (Date.now() - started) / 1000,
+  /**
+   * The processing jobs' workers, each logged under its own word: a whole asset (`processing`),
+   * one chunk of a long source (`chunk`), a unit's chunks joined and packaged (`packaging`).
+   */
+  type ProcessingJob = "process-asset" | "encode-chunk" | "package-chunks";
+  const processing: Array<{ readonly word: string; readonly worker: Worker<ProcessingJob> }> = [];
+  const stopProcessing = () => Effect.runPromise(Effect.all(processing.map((p) => p.worker.stop)));
+  const processingWork = async <N extends ProcessingJob>(
+    name: N,
+    word: string,
+    run: (job: Job<N>) => Effect.Effect<ProcessingOutcome | ChunkOutcome, JobFailed>,
+    fields: (job: Job<N>) => object = () => ({}),
+  ) => {
+    const worker = await Effect.runPromise(
+      queue.work(name, { concurrency: options.concurrency }, (job) => {
+        const started = Date.now();
+        const context = { job_id: job.id, asset_id: job.data.asset_id, attempt: job.attempt, ...fields(job) };
+        log.info(context, `${word} started`);
+        metrics?.processingStarted();
+        return run(job).pipe(
+          // The outcome named as it is: a job that failed its asset did not finish "done".
+          Effect.tap((outcome) =>
+            Effect.sync(() => {
+              const ms = Date.now() - started;
+              if (outcome.status === "failed")
+                // processing_error is ours (retries exhausted); the other codes are the media's.
+                log[outcome.failure_code === "processing_error" ? "warn" : "info"](
+                  { ...context, ms, failure_code: outcome.failure_code, reason: outcome.reason },
+                  `${word} failed`,
+                );
+              else
+                log.info(
+                  { ...context, ms },
+                  `${word} ${outcome.status === "ready" ? "done" : outcome.status}`,
+                );
+            }),
+          ),
+          // Once per run whatever its end: an interrupted run is one drain released to another worker.
+          Effect.onExit((exit) =>
+            Effect.sync(() =>
+              metrics?.processingEnded(
+                Exit.isSuccess(exit) ? exit.value.status : Exit.isInterrupted(exit) ? "released" : "retry",
+                (Date.now() - started) / 1000,
+              ),
             ),
           ),
-        ),
-        Effect.asVoid,
-        Effect.tapError((e) =>
-          Effect.sync(() => log.warn({ ...context, err: e.message }, "processing attempt failed")),
-        ),
-      );
-    }),
-  );
+          Effect.asVoid,
+          Effect.tapError((e) =>
+            Effect.sync(() => log.warn({ ...context, err: e.message }, `${word} attempt failed`)),
+          ),
+        );
+      }),
+    );
+    processing.push({ word, worker });
+  };
+  const chunkFields = (job: Job<"encode-chunk" | "package-chunks">) => ({
+    unit: job.data.unit.join(","),
+    ...("index" in job.data ? { chunk: job.data.index } : {}),
+    chunks: job.data.count,
+  });
+  try {
+    await processingWork("process-asset", "processing", vod.processing.processAsset);
+    await processingWork("encode-chunk", "chunk", vod.processing.encodeChunk, chunkFields);
+    await processingWork("package-chunks", "packaging", vod.processing.packageChunks, chunkFields);
+  } catch (error) {
+    await stopProcessing();
+    throw error;
+  }
   // Removing objects is quick and mostly waits on the store: a few at once beside processing.
   const deletions = await Effect.runPromise(
     queue.work("delete-asset", { concurrency: Math.max(2, options.concurrency) }, (job) =>
@@ -88,7 +128,7 @@ export const startWorker = async (
       ),
     ),
   ).catch(async (error: unknown) => {
-    await Effect.runPromise(worker.stop);
+    await stopProcessing();
     throw error;
   });
   const deliveries = await Effect.runPromise(
@@ -117,7 +157,7 @@ export const startWorker = async (
       );
     }),
   ).catch(async (error: unknown) => {
-    await Effect.runPromise(Effect.all([worker.stop, deletions.stop]));
+    await Promise.all([stopProcessing(), Effect.runPromise(deletions.stop)]);
     throw error;
   });
   const mails = await Effect.runPromise(
@@ -145,7 +185,7 @@ export const startWorker = async (
       );
     }),
   ).catch(async (error: unknown) => {
-    await Effect.runPromise(Effect.all([worker.stop, deletions.stop, deliveries.stop]));
+    await Promise.all([stopProcessing(), Effect.runPromise(Effect.all([deletions.stop, deliveries.stop]))]);
     throw error;
   });
   const sweep = async () => {
@@ -165,16 +205,18 @@ export const startWorker = async (
     stop: async (graceMs) => {
       clearInterval(timer);
       const [released] = await Promise.all([
-        Effect.runPromise(worker.drain(graceMs)),
+        Promise.all(processing.map((p) => Effect.runPromise(p.worker.drain(graceMs)))),
         Effect.runPromise(deletions.drain(graceMs)),
         Effect.runPromise(deliveries.drain(graceMs)),
         Effect.runPromise(mails.drain(graceMs)),
       ]);
-      for (const job of released)
-        log.info(
-          { job_id: job.id, asset_id: job.data.asset_id, attempt: job.attempt, grace_ms: graceMs },
-          "processing released",
-        );
+      released.forEach((jobs, i) => {
+        for (const job of jobs)
+          log.info(
+            { job_id: job.id, asset_id: job.data.asset_id, attempt: job.attempt, grace_ms: graceMs },
+            `${processing[i]?.word} released`,
+          );
+      });
       log.info("worker stopped");
     },
   };

@@ -117,6 +117,20 @@ describe("VOD_SHUTDOWN_GRACE_SECONDS", () => {
   });
 });
 
+describe("VOD_PROCESSING_CHUNK_SECONDS and VOD_PROCESSING_MIN_CHUNKS", () => {
+  it("default to chunks of 30 s from 3 on, and take only whole multiples of the 6 s segment", () => {
+    expect(loadConfig({}).media).toMatchObject({ chunkSeconds: 30, minChunks: 3 });
+    expect(
+      loadConfig({ VOD_PROCESSING_CHUNK_SECONDS: "12", VOD_PROCESSING_MIN_CHUNKS: "5" }).media,
+    ).toMatchObject({ chunkSeconds: 12, minChunks: 5 });
+    for (const bad of ["10", "0", "-6", "6.5", "half"])
+      expect(() => loadConfig({ VOD_PROCESSING_CHUNK_SECONDS: bad }), bad).toThrow(
+        /VOD_PROCESSING_CHUNK_SECONDS/,
+      );
+    expect(() => loadConfig({ VOD_PROCESSING_MIN_CHUNKS: "0" })).toThrow(/VOD_PROCESSING_MIN_CHUNKS/);
+  });
+});
+
 describe("loadConfig: objects in a GCS bucket", () => {
   it("reads the bucket, prefix, endpoint and delivery, proxy by default", () => {
     expect(loadConfig({ VOD_OBJECT_STORE: "gcs", VOD_GCS_BUCKET: "vod-media" }).objects).toMatchObject({
