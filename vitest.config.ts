@@ -16,6 +16,7 @@ export default defineConfig({
       "@vod/adapter-filesystem/testing": src("adapters/filesystem", "testing"),
       "@vod/adapter-gcs/testing": src("adapters/gcs", "testing"),
       "@vod/core": src("core"),
+      "@vod/http": src("http"),
       "@vod/adapter-memory": src("adapters/memory"),
       "@vod/adapter-postgres": src("adapters/postgres"),
       "@vod/adapter-redis": src("adapters/redis"),
@@ -36,7 +37,7 @@ export default defineConfig({
   },
   test: {
     include: [
-      "{core,adapters/*,hosts/*,contract-tests,test-services,examples/*}/test/**/*.test.ts",
+      "{core,http,adapters/*,hosts/*,contract-tests,test-services,examples/*}/test/**/*.test.ts",
       "test/**/*.test.ts",
     ],
     globalSetup: ["contract-tests/src/global-setup.ts"],

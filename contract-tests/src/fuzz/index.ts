@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import type { Agent } from "node:http";
-import { operations } from "@vod/core";
+import { operations } from "@vod/http";
 import { FastCheck as fc } from "effect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Harness, type MakeHttpSubject, sharedSubject } from "../http/client.js";

@@ -1,4 +1,5 @@
-import { type HttpMethod, type Lenience, type Operation, operations, type Requirement } from "@vod/core";
+import type { Requirement } from "@vod/core";
+import { type HttpMethod, type Lenience, type Operation, operations } from "@vod/http";
 import { Schema, SchemaAST } from "effect";
 
 /** How a route is given its credential. */

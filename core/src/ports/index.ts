@@ -2,6 +2,7 @@ export type * from "./clock.js";
 export type * from "./identity-verifier.js";
 export type * from "./ids.js";
 export type * from "./job-queue.js";
+export type * from "./links.js";
 export type * from "./mailer.js";
 export type * from "./media-processor.js";
 export type * from "./metrics.js";

@@ -1,5 +1,6 @@
 import type { RequestListener } from "node:http";
-import { type Operation, openApiDocument, operations, type Vod } from "@vod/core";
+import type { Vod } from "@vod/core";
+import { type Operation, openApiDocument, operations } from "@vod/http";
 import type { Express } from "express";
 import { type CatalogRoutes, catalogRoutes } from "./catalog-routes.js";
 import type { TrustProxy } from "./config.js";

@@ -1,4 +1,5 @@
-import type { Operation, Vod } from "@vod/core";
+import type { Vod } from "@vod/core";
+import type { Operation } from "@vod/http";
 import express from "express";
 import {
   answeredBy,

@@ -47,6 +47,7 @@ import {
   type Vod,
   type VodConfigInput,
 } from "@vod/core";
+import { catalogLinks } from "@vod/http";
 import { Container, ContainerModule } from "inversify";
 import type { HostConfig } from "./config.js";
 import type { ReadinessCheck } from "./ops.js";
@@ -156,8 +157,6 @@ export const composeVod = async (
           Buffer.from(config.drm.masterKey, config.drm.masterKey.length === 64 ? "hex" : "base64url"),
         )
       : await loadOrCreateSecret(config.dataDir, "drm-master-key"),
-    mediaUrl: config.mediaUrl,
-    drmUrl: config.drmUrl,
     appUrl: config.appUrl,
     keySystems: {
       widevine: config.drm.widevineLicenseUrl,
@@ -291,6 +290,7 @@ export const composeVod = async (
       bind(Tokens.RateLimiter).toConstantValue(rateLimiter);
       bind(Tokens.ObjectStore).toConstantValue(objectStore);
       bind(Tokens.RevocationStore).toConstantValue(revocationStore);
+      bind(Tokens.Links).toConstantValue(catalogLinks({ media: config.mediaUrl, drm: config.drmUrl }));
       // Without Redis the core tells this process alone: one node, or nodes that learn of a
       // revocation from the database when their cache entry expires (60 s).
       if (redis) bind(Tokens.RevocationFeed).toConstantValue(redis.revocationFeed);

@@ -6,19 +6,25 @@ import { pipeline } from "node:stream/promises";
 import {
   type Credentials,
   NotFound,
-  type Operation,
   PayloadTooLarge,
   type RequestedRange,
   type Vod,
   type VodError,
 } from "@vod/core";
+import {
+  type ErrorReply,
+  errorReply,
+  type Operation,
+  replyForCause,
+  requestErrorOf,
+  wholeRequest,
+} from "@vod/http";
 import { Cause, Effect, Exit, Option } from "effect";
 import parseurl from "parseurl";
 import proxyaddr from "proxy-addr";
 import parseRange from "range-parser";
 import typeis from "type-is";
 import type { TrustProxy } from "./config.js";
-import { type ErrorReply, errorReply, replyForCause, requestErrorOf, wholeRequest } from "./errors.js";
 import type { Logger } from "./logger.js";
 
 /**

@@ -1,9 +1,9 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { PrometheusMetrics } from "@vod/adapter-prometheus";
 import { StorageError, Unauthorized } from "@vod/core";
+import { errorReply } from "@vod/http";
 import express, { type Express, type Router } from "express";
 import vary from "vary";
-import { errorReply } from "./errors.js";
 import {
   catalogRouteOf,
   credentialsOf,

@@ -1,4 +1,5 @@
-import { type JobQueue, sweepIdempotencyKeys, type Vod } from "@vod/core";
+import type { JobQueue, Vod } from "@vod/core";
+import { sweepIdempotencyKeys } from "@vod/http";
 import { Effect, Exit } from "effect";
 import type { Logger } from "./logger.js";
 

@@ -1,9 +1,15 @@
+import {
+  InvalidRequest,
+  type Principal,
+  RENDITION_MEDIA_TYPES,
+  type Requirement,
+  Requests as Rq,
+  Resources as Rs,
+  type Vod,
+  type VodError,
+} from "@vod/core";
 import { Effect, Schema } from "effect";
-import { errorCode, type VodError } from "../errors.js";
-import { Requests as Rq, Resources as Rs } from "../schema/index.js";
-import type { Principal, Requirement } from "../use-cases/authenticate.js";
-import { RENDITION_MEDIA_TYPES } from "../use-cases/playback-delivery.js";
-import type { Vod } from "../vod.js";
+import { errorReply } from "./errors.js";
 import {
   type AuthedCall,
   authedOperation,
@@ -477,12 +483,12 @@ type Opened = Effect.Effect.Success<ReturnType<Vod["playback"]["open"]>>;
 const unsatisfiable = (size: number): Reply => ({
   status: 416,
   headers: { "content-range": `bytes */${size}` },
-  body: {
-    error: errorCode.InvalidRequest,
-    code: errorCode.InvalidRequest,
-    message: `the range lies outside the file (${size} bytes)`,
-    details: { reason: "range_not_satisfiable", size },
-  },
+  body: errorReply(
+    new InvalidRequest({
+      message: `the range lies outside the file (${size} bytes)`,
+      details: { reason: "range_not_satisfiable", size },
+    }),
+  ).body,
 });
 
 /** A media file as HTTP answers it: whole or by range, a redirect to the store, or 416. */

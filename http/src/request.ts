@@ -1,5 +1,4 @@
-import type { Credentials } from "../use-cases/authenticate.js";
-import type { RequestedRange } from "../use-cases/playback-delivery.js";
+import type { Credentials, RequestedRange } from "@vod/core";
 
 // The request a host hands to an operation and the reply it gets back: apart from `operation.ts`
 // so that the Idempotency-Key wrapper, which the operations run through, can read them too.

@@ -1,10 +1,19 @@
+import {
+  type Credentials,
+  enforceRate,
+  InternalError,
+  type InvalidRequest,
+  inputProblems,
+  type Principal,
+  type RequestedRange,
+  type Requirement,
+  refusal,
+  type Vod,
+  type VodError,
+  type VodErrorTag,
+} from "@vod/core";
 import { Effect, Either, Exit, ParseResult, Schema } from "effect";
-import { InternalError, InvalidRequest, type VodError, type VodErrorTag } from "../errors.js";
-import { inputProblems } from "../schema/input.js";
-import { type Credentials, type Principal, type Requirement, refusal } from "../use-cases/authenticate.js";
-import type { RequestedRange } from "../use-cases/playback-delivery.js";
-import { enforceRate } from "../use-cases/support.js";
-import type { Vod } from "../vod.js";
+import { invalidInput } from "./errors.js";
 import { compileEncoder, failed } from "./fast-encode.js";
 import { type IdempotencyRule, idempotencyPrincipal, idempotent } from "./idempotency.js";
 import type { RawRequest, Reply } from "./request.js";
@@ -138,14 +147,6 @@ interface Definition<I, IE, O, OE> {
 }
 
 type FieldPath = ReadonlyArray<string | number>;
-
-/**
- * The one way a request's input becomes `invalid_request`: one `{ path, message }` per failing
- * field (the path relative to body, query or params; empty for the request as a whole) in
- * `details.fields`. Hosts use it for what their HTTP layer refuses (framing, content type).
- */
-export const invalidInput = (message: string, fields: ReadonlyArray<{ path: FieldPath; message: string }>) =>
-  new InvalidRequest({ message, details: { fields } });
 
 /** `invalidInput` named by its first field; `fallback` when no field is named. */
 const invalidFields = (

@@ -1,6 +1,6 @@
 import { Arbitrary, FastCheck, Schema } from "effect";
 import { describe, expect, it } from "vitest";
-import { compileEncoder, failed } from "../src/api/fast-encode.js";
+import { compileEncoder, failed } from "../src/fast-encode.js";
 import { operations } from "../src/index.js";
 
 const outputs = operations.flatMap((op) => (op.output === null ? [] : [{ id: op.id, output: op.output }]));

@@ -1,6 +1,6 @@
+import { errorCode, Resources, type VodErrorTag } from "@vod/core";
 import { SchemaAST as AST, JSONSchema, Schema } from "effect";
-import { errorCode, errorStatus, type VodErrorTag } from "../errors.js";
-import { Resources } from "../schema/index.js";
+import { errorStatus } from "./errors.js";
 import type { App, BodyKind, HttpMethod, Operation } from "./operation.js";
 
 type Json = Record<string, unknown>;
