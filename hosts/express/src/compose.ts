@@ -47,10 +47,9 @@ import {
   type Vod,
   type VodConfigInput,
 } from "@vod/core";
-import { catalogLinks } from "@vod/http";
+import { catalogLinks, type ReadinessCheck } from "@vod/http";
 import { Container, ContainerModule } from "inversify";
 import type { HostConfig } from "./config.js";
-import type { ReadinessCheck } from "./ops.js";
 import { loadOrCreateSecret } from "./secrets.js";
 
 export interface ComposeOverrides {

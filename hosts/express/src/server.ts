@@ -1,10 +1,9 @@
 import { createServer, type RequestListener, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Vod } from "@vod/core";
-import { createApiApp } from "./api-app.js";
+import { answerClientError, createHttpHandler } from "@vod/http";
 import { type ComposeOverrides, composeVod } from "./compose.js";
 import type { HostConfig } from "./config.js";
-import { answerClientError } from "./http.js";
 import { createLogger, type Logger } from "./logger.js";
 import { notDraining } from "./ops.js";
 import { type RunningWorker, startWorker } from "./worker.js";
@@ -89,11 +88,9 @@ export const startHost = async (
   }
   const { vod } = composed;
   // One port serves the API, the media app and (later) the DRM app unless they are split.
-  const app = createApiApp({
-    vod,
+  const app = createHttpHandler(vod, {
     logger,
     trustProxy: config.trustProxy,
-    baseUrl: effective.baseUrl,
     corsOrigins: config.corsOrigins,
     ops: {
       metrics: composed.metrics,
@@ -101,8 +98,7 @@ export const startHost = async (
       // Draining, the node asks its load balancer to send it nothing new.
       readiness: [notDraining("serving", () => draining), ...composed.readiness],
     },
-    mediaUrl: effective.mediaUrl,
-    drmUrl: effective.drmUrl,
+    urls: { base: effective.baseUrl, media: effective.mediaUrl, drm: effective.drmUrl },
   });
   handle = app;
   const url = `http://127.0.0.1:${port}`;
