@@ -1,15 +1,12 @@
-import { createHash, timingSafeEqual } from "node:crypto";
 import type { RequestListener } from "node:http";
-import { StorageError, Unauthorized, type Vod } from "@vod/core";
+import type { Vod } from "@vod/core";
 import bodyParser from "body-parser";
 import FindMyWay from "find-my-way";
 import vary from "vary";
-import { errorReply } from "./errors.js";
 import {
   answeredBy,
   catalogRouteOf,
   cors,
-  credentialsOf,
   type Handler,
   type HttpLogger,
   type HttpRequest,
@@ -23,14 +20,13 @@ import {
   readText,
   requestLog,
   requireJsonBody,
-  sendError,
-  sendJson,
   type TrustProxy,
   targetPathOf,
 } from "./node.js";
 import { openApiDocument } from "./openapi.js";
 import type { Operation } from "./operation.js";
-import { operations } from "./operations.js";
+import { API_CORS, openApi, operations } from "./operations.js";
+import type { HostContext } from "./request.js";
 
 /** One dependency `/readyz` asks: it answers when `check` resolves. */
 export interface ReadinessCheck {
@@ -95,8 +91,6 @@ export interface HttpHandlerOptions {
   readonly corsOrigins?: ReadonlyArray<string>;
   /** Where each app answers, for the OpenAPI document's servers. */
   readonly urls?: { readonly base?: string; readonly media?: string; readonly drm?: string };
-  /** Whether the OpenAPI document is served (default true): a worker's ops port has no API to describe. */
-  readonly document?: boolean;
 }
 
 /** A node request listener, and what it routes (`METHOD /path/:param`). */
@@ -111,25 +105,11 @@ interface Route {
 
 type Found = { readonly route: Route; readonly params: Record<string, string> } | { readonly error: unknown };
 
-/** Both sides hashed first: equal lengths for timingSafeEqual, and the token's length not told either. */
-const sameSecret = (given: string, expected: string) =>
-  timingSafeEqual(
-    createHash("sha256").update(given).digest(),
-    createHash("sha256").update(expected).digest(),
-  );
-
-/** What a browser page may send the API and read back (DECISIONS "Operations"). */
-const API_CORS = {
-  methods: "GET, POST, PATCH, DELETE, OPTIONS",
-  headers: "authorization, content-type, x-api-key, idempotency-key, x-request-id",
-  expose: "Retry-After, Idempotent-Replayed, x-request-id",
-};
-
 /**
  * CORS for the API, for the origins of `corsOrigins` (`*`: any) and no other: an origin not
- * listed gets no CORS header, so its page cannot read the answer. `cors` sets the headers on every
- * request; `preflight` answers the OPTIONS no route took, so that the media and DRM routes keep
- * answering their own preflights (their CORS echoes any origin).
+ * listed gets no CORS header, so its page cannot read the answer. `corsHeaders` sets the headers
+ * on every request; `allowed` is what the API's preflight (`apiPreflight`) answers by, for the
+ * OPTIONS no route of its own took (the media and DRM routes echo any origin).
  */
 const apiCors = (origins: ReadonlyArray<string>) => {
   const any = origins.includes("*");
@@ -146,23 +126,19 @@ const apiCors = (origins: ReadonlyArray<string>) => {
     }
     next();
   };
-  const preflight = (req: HttpRequest, res: HttpResponse): boolean => {
-    if (req.method !== "OPTIONS" || !allowed(headerOf(req, "origin"))) return false;
-    res.setHeader("access-control-allow-methods", API_CORS.methods);
-    res.setHeader("access-control-allow-headers", API_CORS.headers);
-    res.setHeader("access-control-max-age", "600");
-    res.statusCode = 204;
-    res.end();
-    return true;
-  };
-  return { corsHeaders, preflight };
+  return { corsHeaders, allowed };
 };
 
 /** The label of a request no route took: one value, whatever path it asked for. */
 const UNMATCHED_ROUTE = "unmatched";
 
 /** A catalog operation as a route: CORS, its body read as the operation says, then the operation. */
-const operationRoute = (vod: Vod, op: Operation, trust: ReturnType<typeof proxyTrust>): Route => {
+const operationRoute = (
+  vod: Vod,
+  op: Operation,
+  trust: ReturnType<typeof proxyTrust>,
+  host: HostContext,
+): Route => {
   const json = bodyParser.json({ limit: "64kb", type: ["application/json", "application/*+json"] });
   const read: Handler | undefined =
     op.body.kind === "json"
@@ -180,7 +156,7 @@ const operationRoute = (vod: Vod, op: Operation, trust: ReturnType<typeof proxyT
       op.cors.allowHeaders.join(", "),
       op.cors.exposeHeaders?.join(", "),
     );
-  const run = handle(vod, op, trust);
+  const run = handle(vod, op, trust, host);
   const readThen = (req: HttpRequest, res: HttpResponse, fail: Next) => {
     const go = () => void run(req, res).catch(fail);
     // No body, no JSON parser: what it would do then is nothing (`req.body` stays undefined).
@@ -206,75 +182,31 @@ const operationRoute = (vod: Vod, op: Operation, trust: ReturnType<typeof proxyT
 };
 
 /**
- * The host's own routes: `/healthz` (the process serves), `/readyz` (what a load balancer routes
- * on), `/metrics` (Prometheus; without a registry, 404 as a route that is not there) and the
- * OpenAPI document, when one is given.
- */
-const ownRoutes = (
-  { readiness, metrics, metricsToken }: OpsOptions,
-  document: Record<string, unknown> | undefined,
-): Route[] => {
-  const own = (
-    path: string,
-    serve: (req: HttpRequest, res: HttpResponse) => void | Promise<void>,
-  ): Route => ({
-    method: "GET",
-    path,
-    serve: (req, res, fail) => {
-      answeredBy(res, path);
-      Promise.resolve(serve(req, res)).catch(fail);
-    },
-  });
-  return [
-    own("/healthz", (req, res) => sendJson(req, res, { status: "ok" })),
-    own("/readyz", async (req, res) => {
-      const checks = await checkReadiness(readiness);
-      const down = Object.keys(checks).filter((name) => checks[name] !== "ok");
-      if (down.length === 0) return sendJson(req, res, { status: "ok", checks });
-      const reply = errorReply(new StorageError({ message: "not ready" }));
-      sendError(res, {
-        ...reply,
-        body: { ...reply.body, message: `not ready: ${down.join(", ")}`, details: { checks } },
-      });
-    }),
-    own("/metrics", async (req, res) => {
-      if (!metrics) return notFound(req, res);
-      if (metricsToken !== undefined) {
-        const bearer = credentialsOf(req).bearer;
-        if (bearer === undefined || !sameSecret(bearer, metricsToken))
-          return sendError(res, errorReply(new Unauthorized({ message: "a metrics token is required" })));
-      }
-      const text = await metrics.render();
-      res.setHeader("content-type", metrics.contentType);
-      res.setHeader("content-length", Buffer.byteLength(text));
-      res.end(req.method === "HEAD" ? undefined : text);
-    }),
-    ...(document === undefined
-      ? []
-      : [own(OPENAPI_PATH, (req: HttpRequest, res: HttpResponse) => sendJson(req, res, document))]),
-  ];
-};
-
-const OPENAPI_PATH = "/v1/openapi.json";
-
-/**
  * Routes on find-my-way as Express's router matched them: case-insensitive, one optional
  * trailing slash, `:name` a non-empty segment, `*name` the rest of the path; HEAD served by the
  * GET route. A parameter that is not valid percent-encoding is 400 whatever the method (Express
- * tried every route's pattern before its method); so is a request target that is no URL.
+ * tried every route's pattern before its method); so is a request target that is no URL. A route
+ * that is all wildcard (`/*path`) takes, for its method, whatever path no other route took, as a
+ * middleware would, never an error of its own.
  */
 const routerOf = (routes: ReadonlyArray<Route>) => {
   // A playback token is a whole JWS in one segment: longer than find-my-way's default of 100.
   const router = FindMyWay({ caseSensitive: false, ignoreTrailingSlash: true, maxParamLength: 65_536 });
   const rest = new Map<Route, string>();
+  const anyPath = new Map<string, Route>();
+  const methods = new Set<string>();
   for (const route of routes) {
+    if (/^\/\*\w+$/.test(route.path)) {
+      anyPath.set(route.method, route);
+      continue;
+    }
+    methods.add(route.method);
     const wildcard = /\*(\w+)$/.exec(route.path)?.[1];
     if (wildcard !== undefined) rest.set(route, wildcard);
     router.on(route.method as FindMyWay.HTTPMethod, route.path.replace(/\*\w+$/, "*"), () => undefined, {
       route,
     });
   }
-  const methods = [...new Set(routes.map((r) => r.method))];
   const paramsOf = (route: Route, found: Record<string, string | undefined>) => {
     const params: Record<string, string> = Object.create(null);
     for (const name in found) {
@@ -313,10 +245,15 @@ const routerOf = (routes: ReadonlyArray<Route>) => {
     } catch (error) {
       return { error };
     }
-    const found = find(req.method === "HEAD" ? "GET" : (req.method ?? ""), path);
+    const method = req.method === "HEAD" ? "GET" : (req.method ?? "");
+    const found = find(method, path);
     if (found !== undefined) return found;
     const error = path.includes("%") ? malformed(path) : undefined;
-    return error === undefined ? undefined : { error };
+    if (error !== undefined) return { error };
+    const fallback = anyPath.get(method);
+    if (fallback === undefined) return undefined;
+    const name = /\*(\w+)$/.exec(fallback.path)?.[1] ?? "path";
+    return { route: fallback, params: { [name]: path.slice(1) } };
   };
 };
 
@@ -334,7 +271,6 @@ export const createHttpHandler = (vod: Vod, options: HttpHandlerOptions): HttpHa
     ops: operational = { readiness: [] },
     corsOrigins = [],
     urls = {},
-    document: served = true,
   } = options;
   const trust = proxyTrust(trustProxy);
   const metrics = operational.metrics;
@@ -348,6 +284,7 @@ export const createHttpHandler = (vod: Vod, options: HttpHandlerOptions): HttpHa
         )),
   );
   const api = apiCors(corsOrigins);
+  const served = new Set(ops);
   // What every request goes through, in one step rather than three.
   const prelude: Handler = (req, res, next) =>
     log(req, res, () => {
@@ -355,20 +292,25 @@ export const createHttpHandler = (vod: Vod, options: HttpHandlerOptions): HttpHa
       res.setHeader("cache-control", "no-store");
       api.corsHeaders(req, res, next);
     });
-  // Generated once from the schemas that validate and encode every operation.
-  const document = openApiDocument(ops, {
-    title: "VOD platform API",
-    version: "1.0.0",
-    serverUrl: urls.base,
-    urls: { media: urls.media, drm: urls.drm },
+  const host: HostContext = {
+    readiness: () => checkReadiness(operational.readiness),
+    metrics,
+    metricsToken: operational.metricsToken,
+    // Generated once from the schemas that validate and encode every operation.
+    document: served.has(openApi)
+      ? openApiDocument(ops, {
+          title: "VOD platform API",
+          version: "1.0.0",
+          serverUrl: urls.base,
+          urls: { media: urls.media, drm: urls.drm },
+        })
+      : undefined,
+    corsAllows: api.allowed,
+  };
+  const routes = ops.flatMap((op) => {
+    const route = operationRoute(vod, op, trust, host);
+    return op.cors ? [route, { ...route, method: "OPTIONS" }] : [route];
   });
-  const routes: Route[] = [
-    ...ops.flatMap((op) => {
-      const route = operationRoute(vod, op, trust);
-      return op.cors ? [route, { ...route, method: "OPTIONS" }] : [route];
-    }),
-    ...ownRoutes(operational, served ? document : undefined),
-  ];
   const lookup = routerOf(routes);
   const listener: RequestListener = (req, res) => {
     const request = req as HttpRequest;
@@ -378,10 +320,7 @@ export const createHttpHandler = (vod: Vod, options: HttpHandlerOptions): HttpHa
       // request event, it would end the process.
       try {
         const found = lookup(request);
-        if (found === undefined) {
-          if (!api.preflight(request, res)) notFound(request, res);
-          return;
-        }
+        if (found === undefined) return notFound(request, res);
         if ("error" in found) return fail(found.error);
         request.params = found.params;
         found.route.serve(request, res, fail);

@@ -19,6 +19,7 @@ import typeis from "type-is";
 import { type ErrorReply, errorReply, replyForCause, requestErrorOf, wholeRequest } from "./errors.js";
 import type { Operation } from "./operation.js";
 import { playFile } from "./operations.js";
+import type { HostContext } from "./request.js";
 
 /** The logger the handler writes to: pino's shape, or anything with its methods. */
 export interface HttpLogger {
@@ -230,6 +231,7 @@ export const handle = (
   vod: Vod,
   operation: Operation,
   trust: ProxyTrust,
+  host?: HostContext,
 ): ((req: HttpRequest, res: HttpResponse) => Promise<void>) => {
   const streamed = operation.body.kind === "stream";
   const ranged = operation.reply.kind === "file";
@@ -242,6 +244,8 @@ export const handle = (
     const exit = await Effect.runPromiseExit(
       Effect.map(
         operation.execute(vod, {
+          method: req.method,
+          path: pathOf(req),
           params: req.params,
           query: queryOf(req),
           body: req.body,
@@ -252,6 +256,7 @@ export const handle = (
           // One shape for every operation's request, whatever it reads.
           stream: streamed ? req : undefined,
           range: ranged ? requestedRange(req) : undefined,
+          host,
         }),
         ({ status, body, headers, stream }) => {
           setHead(res, status, headers);

@@ -1,5 +1,11 @@
 import type { Vod } from "@vod/core";
-import { createHttpHandler, type HttpHandler, type OpsOptions, type ReadinessCheck } from "@vod/http";
+import {
+  createHttpHandler,
+  type HttpHandler,
+  Operations,
+  type OpsOptions,
+  type ReadinessCheck,
+} from "@vod/http";
 import type { Logger } from "./logger.js";
 
 /** A check that fails from the moment the process drains: it takes nothing new from then on. */
@@ -21,4 +27,9 @@ export const createOpsApp = ({
   readonly vod: Vod;
   readonly logger: Logger;
   readonly ops: OpsOptions;
-}): HttpHandler => createHttpHandler(vod, { logger, ops, operations: [], document: false });
+}): HttpHandler =>
+  createHttpHandler(vod, {
+    logger,
+    ops,
+    operations: [Operations.health, Operations.ready, Operations.metrics],
+  });
