@@ -33,6 +33,7 @@ export default defineConfig({
       "@vod/contract-tests": src("contract-tests"),
       "@vod/test-services": src("test-services"),
       "@vod/example-embedded": src("examples/embedded"),
+      "@vod/example-fastify": src("examples/fastify"),
     },
   },
   test: {

@@ -3,4 +3,4 @@ export { ConfigError, type HostConfig, loadConfig, type TrustProxy } from "./con
 export { DEFAULT_HEAP_GROWING_PERCENT, tuneHeapForRequests, tuneHeapForStreaming } from "./heap.js";
 export { createLogger } from "./logger.js";
 export { createOpsApp } from "./ops.js";
-export { type RunningHost, startHost } from "./server.js";
+export { type HostOptions, type RunningHost, startHost } from "./server.js";

@@ -40,11 +40,17 @@ export const listening = async (
   return server;
 };
 
+export interface HostOptions extends ComposeOverrides {
+  readonly logger?: Logger;
+  /**
+   * Serves the API inside another framework: given the API's listener, the listener of an app
+   * that mounts it (`examples/fastify`). The host still listens, drains and stops.
+   */
+  readonly mount?: (api: RequestListener) => RequestListener | Promise<RequestListener>;
+}
+
 /** Composes the platform and serves the API app on one port. */
-export const startHost = async (
-  config: HostConfig,
-  options: ComposeOverrides & { logger?: Logger } = {},
-): Promise<RunningHost> => {
+export const startHost = async (config: HostConfig, options: HostOptions = {}): Promise<RunningHost> => {
   const logger = options.logger ?? createLogger(config.logLevel);
   // Listen first: with PORT=0 the URLs left to their defaults follow the port actually bound.
   // Until composition is done, requests (health checks, eager clients) get 503 with Retry-After.
@@ -100,7 +106,7 @@ export const startHost = async (
     },
     urls: { base: effective.baseUrl, media: effective.mediaUrl, drm: effective.drmUrl },
   });
-  handle = app;
+  handle = options.mount ? await options.mount(app) : app;
   const url = `http://127.0.0.1:${port}`;
   let worker: RunningWorker | undefined;
   if (config.jobs.workerConcurrency > 0 && composed.jobQueue)
