@@ -17,6 +17,7 @@ export default defineConfig({
       "@vod/adapter-gcs/testing": src("adapters/gcs", "testing"),
       "@vod/test-services/browser": src("test-services", "browser"),
       "@vod/core": src("core"),
+      "@vod/http": src("http"),
       "@vod/adapter-memory": src("adapters/memory"),
       "@vod/adapter-postgres": src("adapters/postgres"),
       "@vod/adapter-redis": src("adapters/redis"),
@@ -33,11 +34,12 @@ export default defineConfig({
       "@vod/contract-tests": src("contract-tests"),
       "@vod/test-services": src("test-services"),
       "@vod/example-embedded": src("examples/embedded"),
+      "@vod/example-fastify": src("examples/fastify"),
     },
   },
   test: {
     include: [
-      "{core,adapters/*,hosts/*,contract-tests,test-services,examples/*}/test/**/*.test.ts",
+      "{core,http,adapters/*,hosts/*,contract-tests,test-services,examples/*}/test/**/*.test.ts",
       "test/**/*.test.ts",
     ],
     globalSetup: ["contract-tests/src/global-setup.ts"],

@@ -9,6 +9,7 @@ import {
 } from "@vod/adapter-memory";
 import { memoryBackdoor } from "@vod/adapter-memory/testing";
 import { createVod, type Job, TokenRejected, type VodPorts, type WebhookMessage } from "@vod/core";
+import { catalogLinks } from "@vod/http";
 import { Effect } from "effect";
 import { describe, expect, it } from "vitest";
 
@@ -42,6 +43,7 @@ describe("an account claim and the signup's pending webhook deliveries (memory)"
       rateLimiter: memoryRateLimiter(),
       objectStore: memoryObjectStore(),
       revocationStore: memoryRevocationStore(),
+      links: catalogLinks({ media: "http://localhost:8080", drm: "http://localhost:8080" }),
       telemetrySink: memoryTelemetrySink(),
       webhookSender: {
         checkUrl: () => Effect.void,

@@ -20,6 +20,7 @@ import {
   renditionKey,
   type VodPorts,
 } from "@vod/core";
+import { catalogLinks } from "@vod/http";
 import { Effect } from "effect";
 import { describe, expect, it } from "vitest";
 
@@ -86,6 +87,7 @@ describe("deleting an asset while it is processed (memory)", () => {
       rateLimiter: memoryRateLimiter(),
       objectStore: objects,
       revocationStore: memoryRevocationStore(),
+      links: catalogLinks({ media: "http://localhost:8080", drm: "http://localhost:8080" }),
       telemetrySink: memoryTelemetrySink(),
       mediaProcessor: gate.processor,
     };

@@ -1,5 +1,5 @@
 import { checkConformance, type Exchange } from "@vod/contract-tests";
-import { openApiDocument, operations } from "@vod/core";
+import { openApiDocument, operations } from "@vod/http";
 import { describe, expect, it } from "vitest";
 
 type Document = Parameters<typeof checkConformance>[0];

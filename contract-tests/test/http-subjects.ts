@@ -35,7 +35,15 @@ import {
   uid,
 } from "@vod/contract-tests";
 import type { ObjectStore } from "@vod/core";
-import { type HostConfig, loadConfig, openDatabase, type RunningHost, startHost } from "@vod/host-express";
+import { inFastify } from "@vod/example-fastify";
+import {
+  type HostConfig,
+  type HostOptions,
+  loadConfig,
+  openDatabase,
+  type RunningHost,
+  startHost,
+} from "@vod/host-express";
 import {
   createGcsTestServer,
   type GcsTestServer,
@@ -115,7 +123,12 @@ const subjectMaker =
   };
 
 /** A host on memory state; objects in memory too unless the config names another store. */
-const startOnMemory = async (config: HostConfig, clock: ManualClock, objectStore?: ObjectStore) => {
+const startOnMemory = async (
+  config: HostConfig,
+  clock: ManualClock,
+  objectStore?: ObjectStore,
+  mount?: HostOptions["mount"],
+) => {
   const storage = memoryStorage();
   const telemetrySink = memoryTelemetrySink();
   const host = await startHost(config, {
@@ -128,6 +141,7 @@ const startOnMemory = async (config: HostConfig, clock: ManualClock, objectStore
     revocationStore: memoryRevocationStore(),
     telemetrySink,
     clock,
+    ...(mount ? { mount } : {}),
   });
   return {
     host,
@@ -137,19 +151,25 @@ const startOnMemory = async (config: HostConfig, clock: ManualClock, objectStore
   };
 };
 
-/** Every adapter in memory; the backdoor reads the maps. */
-export const memorySubject = (): MakeHttpSubject =>
+/** Every adapter in memory, the API served as `mount` makes it; the backdoor reads the maps. */
+const allInMemory = (label: string, mount?: HostOptions["mount"]): MakeHttpSubject =>
   subjectMaker(
-    "memory",
+    label,
     () => ({}),
     async (config, clock) => {
       const objectStore = memoryObjectStore();
       return {
-        ...(await startOnMemory(config, clock, objectStore)),
+        ...(await startOnMemory(config, clock, objectStore, mount)),
         objects: memoryObjectStoreBackdoor(objectStore),
       };
     },
   );
+
+/** Every adapter in memory, the API on the host's own server. */
+export const memorySubject = (): MakeHttpSubject => allInMemory("memory");
+
+/** Every adapter in memory, the API mounted inside a Fastify app (`examples/fastify`). */
+export const fastifySubject = (): MakeHttpSubject => allInMemory("fastify", inFastify);
 
 /**
  * Memory state, objects in a bucket of the GCS test server: the host composes the store from

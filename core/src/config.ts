@@ -9,10 +9,6 @@ export interface VodConfig {
    * one, and keep it across restarts, or cursors in flight stop working.
    */
   readonly cursorSecret: Uint8Array;
-  /** Public URL of the media app ({media_url}): part uploads, manifests, telemetry. */
-  readonly mediaUrl: string;
-  /** Public URL of the DRM app ({drm_url}): entitlements and the ClearKey licence endpoint. */
-  readonly drmUrl: string;
   /**
    * Public URL of the web app whose pages take the links of account mail:
    * `{appUrl}/verify-email#token=…` and `{appUrl}/reset-password#token=…`. The token is in the
@@ -54,7 +50,7 @@ export interface VodConfig {
   readonly images: {
     /** How many this node makes at once. */
     readonly concurrency: number;
-    /** How many more wait for a turn; past that a request is refused with 429 and Retry-After. */
+    /** How many more wait for a turn; past that a request is refused as rate limited, to retry shortly. */
     readonly maxWaiting: number;
   };
   readonly webhooks: {
@@ -106,8 +102,6 @@ export const defaultConfig = (secrets: {
   refreshTokenTtlMs: 30 * 24 * 60 * 60 * 1000,
   cursorSecret: secrets.cursorSecret,
   uploadUrlSecret: secrets.uploadUrlSecret,
-  mediaUrl: "http://localhost:8080",
-  drmUrl: "http://localhost:8080",
   appUrl: "http://localhost:8080",
   drmMasterKey: secrets.drmMasterKey,
   keySystems: {},

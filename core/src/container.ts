@@ -14,6 +14,7 @@ export const resolvePorts = (ctx: ResolutionContext): VodPorts => ({
   rateLimiter: ctx.get(Tokens.RateLimiter),
   objectStore: ctx.get(Tokens.ObjectStore),
   revocationStore: ctx.get(Tokens.RevocationStore),
+  links: ctx.get(Tokens.Links),
   revocationFeed: ctx.get(Tokens.RevocationFeed, { optional: true }),
   telemetrySink: ctx.get(Tokens.TelemetrySink),
   jobQueue: ctx.get(Tokens.JobQueue, { optional: true }),

@@ -2,7 +2,7 @@ import { Data } from "effect";
 
 /**
  * One tagged error per code of the spec's part 7, plus `Conflict` and `InternalError`.
- * The core raises these; a host maps each tag to a status and the spec's JSON body in one table.
+ * The core raises these; `@vod/http` answers each with its status and the spec's JSON body.
  */
 export class InvalidRequest extends Data.TaggedError("InvalidRequest")<{
   readonly message: string;
@@ -76,22 +76,4 @@ export const errorCode: Record<VodErrorTag, string> = {
   PlaybackUnavailable: "playback_unavailable",
   PayloadTooLarge: "payload_too_large",
   InternalError: "internal_error",
-};
-
-/**
- * The HTTP status of each tag (DECISIONS, "HTTP status codes"): the one table the host answers
- * with and the OpenAPI document lists.
- */
-export const errorStatus: Record<VodErrorTag, number> = {
-  InvalidRequest: 400,
-  Unauthorized: 401,
-  Forbidden: 403,
-  NotFound: 404,
-  UploadInProgress: 409,
-  Conflict: 409,
-  PayloadTooLarge: 413,
-  RateLimited: 429,
-  StorageError: 503,
-  PlaybackUnavailable: 503,
-  InternalError: 500,
 };

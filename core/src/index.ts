@@ -1,14 +1,3 @@
-export {
-  IDEMPOTENCY_KEY_LIFETIME_MS,
-  IDEMPOTENT_REPLAYED_HEADER,
-  type IdempotencyRule,
-  idempotencyPrincipal,
-  sweepIdempotencyKeys,
-} from "./api/idempotency.js";
-export { openApiDocument } from "./api/openapi.js";
-export * from "./api/operation.js";
-export * as Operations from "./api/operations.js";
-export { operations } from "./api/operations.js";
 export * from "./config.js";
 export * from "./container.js";
 export * from "./domain/index.js";
@@ -26,7 +15,8 @@ export type { Accounts } from "./use-cases/accounts.js";
 export { KEY_TAG, MAX_LISTED_API_KEYS } from "./use-cases/api-keys.js";
 export { makeCursors } from "./use-cases/assets.js";
 export * from "./use-cases/authenticate.js";
-export type { RequestedRange } from "./use-cases/playback-delivery.js";
+export { RENDITION_MEDIA_TYPES, type RequestedRange } from "./use-cases/playback-delivery.js";
+export { IMAGE_MEDIA_TYPES, type ImageFile } from "./use-cases/playback-images.js";
 export {
   type ChunkOutcome,
   chunkRanges,
@@ -35,7 +25,8 @@ export {
   SEGMENT_SECONDS,
 } from "./use-cases/processing.js";
 export { layeredRevocations, localRevocationFeed } from "./use-cases/revocations.js";
-export { sha256Hex } from "./use-cases/support.js";
+export { derivedKey, type Sealer, sealer } from "./use-cases/sealing.js";
+export { enforceRate, hmacBase64Url, sha256Hex } from "./use-cases/support.js";
 export {
   type DeliveryOutcome,
   type EventData,

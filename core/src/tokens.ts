@@ -3,6 +3,7 @@ import type { IdentityVerifier } from "./ports/identity-verifier.js";
 import type { Ids } from "./ports/ids.js";
 import type { ImageMaker } from "./ports/image-maker.js";
 import type { JobQueue } from "./ports/job-queue.js";
+import type { Links } from "./ports/links.js";
 import type { Mailer } from "./ports/mailer.js";
 import type { MediaProcessor } from "./ports/media-processor.js";
 import type { Metrics } from "./ports/metrics.js";
@@ -29,6 +30,7 @@ export const Tokens = {
   RateLimiter: Symbol.for("vod.RateLimiter"),
   ObjectStore: Symbol.for("vod.ObjectStore"),
   JobQueue: Symbol.for("vod.JobQueue"),
+  Links: Symbol.for("vod.Links"),
   MediaProcessor: Symbol.for("vod.MediaProcessor"),
   ImageMaker: Symbol.for("vod.ImageMaker"),
   RevocationStore: Symbol.for("vod.RevocationStore"),
@@ -52,6 +54,8 @@ export interface VodPorts {
   readonly rateLimiter: RateLimiter;
   readonly objectStore: ObjectStore;
   readonly revocationStore: RevocationStore;
+  /** The addresses handed to clients: upload parts, playback files, telemetry, DRM. */
+  readonly links: Links;
   /**
    * Tells every node when a credential, a session or a tenant changes, so that each drops what
    * it cached at once. Absent: this process alone is told (one node).

@@ -38,9 +38,7 @@ const config = defaultConfig({
 const verify = (claims: TokenClaims) =>
   Effect.runPromise(
     Effect.either(
-      makePlaybackSessions(portsWith(claims), config, notRevoked, allActive).verify(
-        `${PLAYBACK_TOKEN_PREFIX}x`,
-      ),
+      makePlaybackSessions(portsWith(claims), notRevoked, allActive).verify(`${PLAYBACK_TOKEN_PREFIX}x`),
     ),
   );
 

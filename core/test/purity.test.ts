@@ -43,4 +43,40 @@ describe("@vod/core purity", () => {
     );
     expect(offenders.map((f) => relative(src, f))).toEqual([]);
   });
+
+  /**
+   * HTTP lives in `@vod/http`: a path of the API, a header, a status line or a framework's request
+   * object here means a use case builds what the catalog should (its `Links` port makes URLs).
+   */
+  const httpWords: ReadonlyArray<RegExp> = [
+    /\/v1\//,
+    /\b(?:GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) \//,
+    /\b(?:content-(?:type|length|range)|cache-control|idempotency-key|retry-after|x-request-id|www-authenticate|accept-ranges)\b/i,
+    /\bstatus code\b/i,
+    /\b(?:req|res)\.(?:headers|body|params|query|status|setHeader|end|json|send)\b/,
+  ];
+
+  it("speaks no HTTP: no paths, headers, status lines or request objects", () => {
+    const found = files(src).flatMap((file) =>
+      readFileSync(file, "utf8")
+        .split("\n")
+        .flatMap((line, n) =>
+          httpWords.some((word) => word.test(line))
+            ? [`${relative(src, file)}:${n + 1}: ${line.trim()}`]
+            : [],
+        ),
+    );
+    expect(found).toEqual([]);
+  });
+
+  it("would notice HTTP words (the scan works)", () => {
+    const leaks = [
+      'return base + "/v1/play/" + token;',
+      'headers["Content-Type"]',
+      "POST /v1/assets",
+      "Idempotency-Key",
+      "res.setHeader(name, value)",
+    ];
+    expect(leaks.filter((line) => !httpWords.some((word) => word.test(line)))).toEqual([]);
+  });
 });

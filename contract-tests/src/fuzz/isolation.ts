@@ -209,6 +209,8 @@ export const probesByCredential: Readonly<Record<CredentialSlot["kind"], ProbeMa
   },
   "playback-body": null,
   "playback-bearer": null,
+  // The process's own series: no tenant's resource to reach.
+  "metrics-bearer": null,
   none: null,
 };
 

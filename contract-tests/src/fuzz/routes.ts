@@ -1,4 +1,5 @@
-import { type HttpMethod, type Lenience, type Operation, operations, type Requirement } from "@vod/core";
+import type { Requirement } from "@vod/core";
+import { type HttpMethod, type Lenience, type Operation, operations } from "@vod/http";
 import { Schema, SchemaAST } from "effect";
 
 /** How a route is given its credential. */
@@ -15,7 +16,9 @@ export type CredentialSlot =
   /** The playback token in the JSON body's `token` (telemetry). */
   | { readonly kind: "playback-body" }
   /** The signed query of a part upload URL. */
-  | { readonly kind: "signed-url" };
+  | { readonly kind: "signed-url" }
+  /** The operator's metrics token as a bearer, when one is set. */
+  | { readonly kind: "metrics-bearer" };
 
 export interface FuzzRoute {
   readonly id: string;
@@ -39,6 +42,7 @@ const slotOf = (op: Operation): CredentialSlot => {
   if (token === undefined) return { kind: "none" };
   if (token.token === "part-signature") return { kind: "signed-url" };
   if (token.token === "license") return { kind: "license-header" };
+  if (token.token === "metrics") return { kind: "metrics-bearer" };
   return {
     kind: token.in === "path" ? "playback-path" : token.in === "body" ? "playback-body" : "playback-bearer",
   };

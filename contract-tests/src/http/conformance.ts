@@ -68,11 +68,16 @@ const routesOf = (doc: Document): ReadonlyArray<Route> =>
     };
   });
 
-/** The documented route of a path: its templates with one segment per parameter first. */
-const routeOf = (routes: ReadonlyArray<Route>, path: string): Route | undefined => {
+/**
+ * The documented route of a method and path: its templates with one segment per parameter first,
+ * among those that document the method (a catch-all of one method names no other's path).
+ */
+const routeOf = (routes: ReadonlyArray<Route>, method: string, path: string): Route | undefined => {
   const best = (matching: ReadonlyArray<Route>) => [...matching].sort((a, b) => b.literal - a.literal)[0];
+  const candidates = routes.filter((r) => r.item[method.toLowerCase()] !== undefined);
   return (
-    best(routes.filter((r) => r.single.test(path))) ?? best(routes.filter((r) => r.rest?.test(path) === true))
+    best(candidates.filter((r) => r.single.test(path))) ??
+    best(candidates.filter((r) => r.rest?.test(path) === true))
   );
 };
 
@@ -166,7 +171,7 @@ export const checkConformance = (doc: Document, exchanges: ReadonlyArray<Exchang
   for (const exchange of exchanges) {
     const path = exchange.target.split("?")[0] ?? "";
     const contentType = mediaTypeOf(exchange.headers["content-type"]);
-    const route = routeOf(routes, path);
+    const route = routeOf(routes, exchange.method, path);
     // Named by the route's template: one disagreement, however many tokens and ids showed it.
     const said = `${exchange.method} ${route?.template ?? path.slice(0, 120)} → ${exchange.status}`;
     const disagree = (what: string) => {

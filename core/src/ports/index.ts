@@ -3,6 +3,7 @@ export type * from "./identity-verifier.js";
 export type * from "./ids.js";
 export type * from "./image-maker.js";
 export type * from "./job-queue.js";
+export type * from "./links.js";
 export type * from "./mailer.js";
 export type * from "./media-processor.js";
 export type * from "./metrics.js";

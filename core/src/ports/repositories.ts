@@ -188,13 +188,13 @@ export interface ContentKeyRepository {
   get(tenantId: string, assetId: string): Op<Option.Option<ContentKey>>;
 }
 
-/** The response an Idempotency-Key replays: status and body as first sent (null: no body, a 204). */
+/** The answer a repeated request replays: status and body as first sent (null: no body). */
 export interface IdempotentResponse {
   readonly status: number;
   readonly body: unknown;
 }
 
-/** Where a claim on an Idempotency-Key stands. */
+/** Where a claim on an idempotency key stands. */
 export type IdempotencyClaim =
   /** The caller runs the request, and then completes or releases the key. */
   | { readonly _tag: "Claimed" }
@@ -204,7 +204,7 @@ export type IdempotencyClaim =
   | { readonly _tag: "Done"; readonly fingerprint: string; readonly response: IdempotentResponse };
 
 /**
- * Idempotency-Key records, per principal (the credential's owner: an API key, or a user) and key
+ * Idempotency key records, per principal (the credential's owner: an API key, or a user) and key
  * within the tenant, shared by every node. `fingerprint` identifies the request (method, path,
  * body) the key was first used for. A response is stored as given: secrets in it are sealed by
  * the caller.

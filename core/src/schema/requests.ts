@@ -80,7 +80,7 @@ export const CreateApiKeyBody = Schema.Struct({
   scopes: Schema.Array(Scope).pipe(Schema.minItems(1)),
 });
 
-/** `GET /v1/api-keys`: without `status`, every key (newest first, at most 500). */
+/** Listing API keys: without `status`, every key (newest first, at most 500). */
 export const ListApiKeysQuery = Schema.Struct({
   status: Schema.optional(Schema.Literal("active", "revoked")),
 });

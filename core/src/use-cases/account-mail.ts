@@ -71,7 +71,7 @@ export const makeAccountMail = (ports: VodPorts, config: VodConfig, forget: Forg
   const limitAuthByIp = (clientIp: string) => limitByIp(ports, config, clientIp);
   const mailRule = () => ({ limit: config.rateLimits.accountMailPerHour, windowMs: ONE_HOUR });
 
-  /** POST /v1/auth/email/verify: a link to the user's own address. */
+  /** The spec's email verification request: a link to the user's own address. */
   const requestVerification = (principal: Principal & { kind: "user" }) =>
     Effect.gen(function* () {
       if (principal.user.email_verified)
@@ -84,7 +84,7 @@ export const makeAccountMail = (ports: VodPorts, config: VodConfig, forget: Forg
       });
     });
 
-  /** POST /v1/auth/email/confirm: the link's token proves the address. */
+  /** The spec's email confirmation: the link's token proves the address. */
   const confirmEmail = (token: string, clientIp: string) =>
     Effect.gen(function* () {
       yield* limitAuthByIp(clientIp);
@@ -96,13 +96,13 @@ export const makeAccountMail = (ports: VodPorts, config: VodConfig, forget: Forg
           return found;
         }),
       );
-      // GET /v1/auth/me of every session of the user shows the verified email at once.
+      // The identity every session of the user reads (`me`) shows the verified email at once.
       yield* forget({ kind: "user", id: user.id });
       return { user: publicUser({ ...user, email_verified: true }) };
     });
 
   /**
-   * POST /v1/auth/password/forgot: the same work for any email (two rate-limit hits and an
+   * A forgotten password: the same work for any email (two rate-limit hits and an
    * enqueue), so neither the answer nor its time tells whether the email has an account.
    */
   const forgotPassword = (email: string, clientIp: string) =>
@@ -114,7 +114,7 @@ export const makeAccountMail = (ports: VodPorts, config: VodConfig, forget: Forg
     });
 
   /**
-   * POST /v1/auth/password/reset: the new password, every session of the user ended, the other
+   * A password reset: the new password, every session of the user ended, the other
    * reset links spent, and the email proven (the mail reached it; an unproven account's keys and
    * webhooks end, as a Google claim's do): one transaction.
    */

@@ -49,7 +49,7 @@ export const makeEntitlement = (
         { issuedAt: now, expiresAt },
       );
       const systems: Record<string, { license_url: string; certificate_url?: string }> = {
-        "org.w3.clearkey": { license_url: `${config.drmUrl}/v1/drm/clearkey/license` },
+        "org.w3.clearkey": { license_url: ports.links.clearKeyLicense() },
       };
       if (config.keySystems.widevine)
         systems["com.widevine.alpha"] = { license_url: config.keySystems.widevine };

@@ -271,7 +271,7 @@ const imageName = (job: Job): string => {
  * Images of a session's asset, made on first request and kept in the object store under the
  * asset's renditions (deleted with them), so a second request for the same image decodes
  * nothing. Each node makes at most `images.concurrency` at once; up to `images.maxWaiting` more
- * wait their turn, and past that a request is refused with 429 and Retry-After (the burst is the
+ * wait their turn, and past that a request is refused as rate limited, to retry shortly (the burst is the
  * client's to spread, and playback's own files are never behind it). Identical requests made
  * while one is being made wait for that one instead of making their own.
  */

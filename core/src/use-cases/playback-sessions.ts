@@ -1,5 +1,4 @@
 import { Effect, Either, Option, Schema } from "effect";
-import type { VodConfig } from "../config.js";
 import { PLAYBACK_TTL_DEFAULT_SECONDS, type PlaybackSession } from "../domain/playback-session.js";
 import { Forbidden, type StorageError, Unauthorized, UploadInProgress } from "../errors.js";
 import type { RevocationStore } from "../ports/revocation-store.js";
@@ -52,11 +51,10 @@ type CreateInput = typeof Requests.CreatePlaybackBody.Type;
 /** Playback sessions: creating one signs its token, revoking one ends it, `verify` checks a token. */
 export const makePlaybackSessions = (
   ports: VodPorts,
-  config: VodConfig,
   revocations: RevocationStore,
   tenantIsActive: TenantIsActive,
 ) => {
-  const { clock, ids, storage, tokenSigner } = ports;
+  const { clock, ids, links, storage, tokenSigner } = ports;
 
   const create = (principal: Principal, input: CreateInput) =>
     Effect.gen(function* () {
@@ -87,7 +85,6 @@ export const makePlaybackSessions = (
         { issuedAt: now, expiresAt: session.expires_at },
       );
       const token = `${PLAYBACK_TOKEN_PREFIX}${jws}`;
-      const files = `${config.mediaUrl}/v1/play/${token}`;
       return {
         session: {
           id: session.id,
@@ -97,11 +94,11 @@ export const makePlaybackSessions = (
         },
         token,
         urls: {
-          manifest: `${files}/master.m3u8`,
-          telemetry: `${config.mediaUrl}/v1/telemetry`,
-          ...(session.drm ? { entitlement: `${config.drmUrl}/v1/drm/entitlement` } : {}),
-          thumbnail: `${files}/thumbnail.jpg`,
-          storyboard: `${files}/storyboard.vtt`,
+          manifest: links.playFile(token, "master.m3u8"),
+          telemetry: links.telemetry(),
+          ...(session.drm ? { entitlement: links.entitlement() } : {}),
+          thumbnail: links.thumbnail(token),
+          storyboard: links.storyboard(token),
         },
       };
     });

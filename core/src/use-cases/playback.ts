@@ -17,7 +17,7 @@ import { makeTelemetryIntake } from "./telemetry.js";
 export const makePlayback = (ports: VodPorts, config: VodConfig, tenantIsActive: TenantIsActive) => {
   const revocations = cachedRevocations(ports.revocationStore, ports.clock);
   const keys = makeContentKeys(ports, config.drmMasterKey);
-  const sessions = makePlaybackSessions(ports, config, revocations, tenantIsActive);
+  const sessions = makePlaybackSessions(ports, revocations, tenantIsActive);
   return {
     ...sessions,
     ...makePlaybackDelivery(ports, sessions.verify),

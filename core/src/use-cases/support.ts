@@ -51,7 +51,7 @@ export const orNotFound =
       }),
     );
 
-/** Records a hit and fails with RateLimited (carrying Retry-After seconds) when over the rule. */
+/** Records a hit and fails with RateLimited (carrying the seconds to wait) when over the rule. */
 export const enforceRate = (
   limiter: RateLimiter,
   key: string,
@@ -78,7 +78,7 @@ export const limitAuthByIp = (
     clock.now(),
   );
 
-/** RateLimited with Retry-After in whole seconds, at least one. */
+/** RateLimited with the wait in whole seconds, at least one. */
 export const rateLimited = (retryAfterMs: number) =>
   new RateLimited({
     message: "too many requests; retry later",

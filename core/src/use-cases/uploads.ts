@@ -94,13 +94,14 @@ export const makeUploads = (ports: VodPorts, config: VodConfig, tenantIsActive: 
     hmacBase64Url(config.uploadUrlSecret, `part-url\n${tenantId}\n${uploadId}\n${n}\n${expiresSec}`);
 
   const mediaAppUrl = (session: UploadSession, n: number) => {
-    const e = Math.floor(session.expires_at / 1000);
-    const query = new URLSearchParams({
-      t: session.tenant_id,
-      e: String(e),
-      s: signature(session.tenant_id, session.id, n, e),
+    const expiresSec = Math.floor(session.expires_at / 1000);
+    return ports.links.partUpload({
+      uploadId: session.id,
+      number: n,
+      tenantId: session.tenant_id,
+      expiresSec,
+      signature: signature(session.tenant_id, session.id, n, expiresSec),
     });
-    return `${config.mediaUrl}/v1/uploads/${encodeURIComponent(session.id)}/parts/${n}?${query}`;
   };
 
   // A store signs the whole batch at once (a signing key or credentials fetched once for all).

@@ -11,6 +11,7 @@ import {
   systemClock,
 } from "@vod/adapter-memory";
 import { createVod, type Vod, type VodPorts } from "@vod/core";
+import { catalogLinks } from "@vod/http";
 import { Effect } from "effect";
 
 /**
@@ -33,6 +34,8 @@ export const embeddedVod = async (ports: Partial<VodPorts> = {}): Promise<Vod> =
     rateLimiter: memoryRateLimiter(),
     objectStore: memoryObjectStore(),
     revocationStore: memoryRevocationStore(),
+    // The addresses playback sessions and uploads hand out, as `@vod/http` serves them.
+    links: catalogLinks({ media: "http://localhost:8080", drm: "http://localhost:8080" }),
     telemetrySink: memoryTelemetrySink(),
     ...ports,
   });

@@ -51,9 +51,9 @@ import {
   type Vod,
   type VodConfigInput,
 } from "@vod/core";
+import { catalogLinks, type ReadinessCheck } from "@vod/http";
 import { Container, ContainerModule } from "inversify";
 import type { HostConfig } from "./config.js";
-import type { ReadinessCheck } from "./ops.js";
 import { loadOrCreateSecret } from "./secrets.js";
 
 export interface ComposeOverrides {
@@ -180,8 +180,6 @@ export const composeVod = async (
           Buffer.from(config.drm.masterKey, config.drm.masterKey.length === 64 ? "hex" : "base64url"),
         )
       : await loadOrCreateSecret(config.dataDir, "drm-master-key"),
-    mediaUrl: config.mediaUrl,
-    drmUrl: config.drmUrl,
     appUrl: config.appUrl,
     keySystems: {
       widevine: config.drm.widevineLicenseUrl,
@@ -337,6 +335,7 @@ export const composeVod = async (
       bind(Tokens.RateLimiter).toConstantValue(rateLimiter);
       bind(Tokens.ObjectStore).toConstantValue(objectStore);
       bind(Tokens.RevocationStore).toConstantValue(revocationStore);
+      bind(Tokens.Links).toConstantValue(catalogLinks({ media: config.mediaUrl, drm: config.drmUrl }));
       // Without a feed (a server without Redis) the core tells this process alone: nodes learn
       // of a revocation from the database when their cache entry expires (60 s).
       if (revocationFeed) bind(Tokens.RevocationFeed).toConstantValue(revocationFeed);

@@ -1,4 +1,5 @@
 import { SEGMENT_SECONDS } from "@vod/core";
+import type { TrustProxy } from "@vod/http";
 import { Either, ParseResult, Schema } from "effect";
 import proxyaddr from "proxy-addr";
 import { DEFAULT_HEAP_GROWING_PERCENT } from "./heap.js";
@@ -41,7 +42,8 @@ const opt = <A>(schema: Schema.Schema<A, string>) => Schema.optional(schema);
  * Which proxies in front of the host are trusted to append the address they were called from to
  * X-Forwarded-For: the number of hops next to the host, or the addresses they call from.
  */
-export type TrustProxy = { readonly hops: number } | { readonly cidrs: ReadonlyArray<string> };
+export type { TrustProxy };
+
 const TRUST_PROXY_FORMS =
   "must be the number of trusted proxy hops (1 on Cloud Run or behind one load balancer) or a comma-separated list of trusted CIDRs (10.0.0.0/8,2001:db8::/32)";
 const compiles = (list: ReadonlyArray<string>) => {

@@ -1,10 +1,9 @@
 import { createServer, type RequestListener, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Vod } from "@vod/core";
-import { createApiApp } from "./api-app.js";
+import { answerClientError, createHttpHandler } from "@vod/http";
 import { type ComposeOverrides, composeVod } from "./compose.js";
 import type { HostConfig } from "./config.js";
-import { answerClientError } from "./http.js";
 import { createLogger, type Logger } from "./logger.js";
 import { notDraining } from "./ops.js";
 import { type RunningWorker, startWorker } from "./worker.js";
@@ -41,11 +40,17 @@ export const listening = async (
   return server;
 };
 
+export interface HostOptions extends ComposeOverrides {
+  readonly logger?: Logger;
+  /**
+   * Serves the API inside another framework: given the API's listener, the listener of an app
+   * that mounts it (`examples/fastify`). The host still listens, drains and stops.
+   */
+  readonly mount?: (api: RequestListener) => RequestListener | Promise<RequestListener>;
+}
+
 /** Composes the platform and serves the API app on one port. */
-export const startHost = async (
-  config: HostConfig,
-  options: ComposeOverrides & { logger?: Logger } = {},
-): Promise<RunningHost> => {
+export const startHost = async (config: HostConfig, options: HostOptions = {}): Promise<RunningHost> => {
   const logger = options.logger ?? createLogger(config.logLevel);
   // Listen first: with PORT=0 the URLs left to their defaults follow the port actually bound.
   // Until composition is done, requests (health checks, eager clients) get 503 with Retry-After.
@@ -90,11 +95,9 @@ export const startHost = async (
   const { vod } = composed;
   // Every route on one port: {media_url} and {drm_url} only name where links send clients (a proxy
   // or CDN may front them), not listeners of their own.
-  const app = createApiApp({
-    vod,
+  const app = createHttpHandler(vod, {
     logger,
     trustProxy: config.trustProxy,
-    baseUrl: effective.baseUrl,
     corsOrigins: config.corsOrigins,
     ops: {
       metrics: composed.metrics,
@@ -102,10 +105,9 @@ export const startHost = async (
       // Draining, the node asks its load balancer to send it nothing new.
       readiness: [notDraining("serving", () => draining), ...composed.readiness],
     },
-    mediaUrl: effective.mediaUrl,
-    drmUrl: effective.drmUrl,
+    urls: { base: effective.baseUrl, media: effective.mediaUrl, drm: effective.drmUrl },
   });
-  handle = app;
+  handle = options.mount ? await options.mount(app) : app;
   const url = `http://127.0.0.1:${port}`;
   let worker: RunningWorker | undefined;
   if (config.jobs.workerConcurrency > 0 && composed.jobQueue)

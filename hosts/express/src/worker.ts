@@ -1,13 +1,5 @@
-import {
-  type ChunkOutcome,
-  type Job,
-  type JobFailed,
-  type JobQueue,
-  type ProcessingOutcome,
-  sweepIdempotencyKeys,
-  type Vod,
-  type Worker,
-} from "@vod/core";
+import type { ChunkOutcome, Job, JobFailed, JobQueue, ProcessingOutcome, Vod, Worker } from "@vod/core";
+import { sweepIdempotencyKeys } from "@vod/http";
 import { Effect, Exit } from "effect";
 import type { Logger } from "./logger.js";
 

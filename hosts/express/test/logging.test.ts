@@ -4,7 +4,8 @@ import { join } from "node:path";
 import { Writable } from "node:stream";
 import { memoryJobQueue, memoryStorage } from "@vod/adapter-memory";
 import { suiteName, temporarySchemas, testServices } from "@vod/contract-tests";
-import { createLogger, loadConfig, loggedPath, startHost } from "@vod/host-express";
+import { createLogger, loadConfig, startHost } from "@vod/host-express";
+import { loggedPath } from "@vod/http";
 import { afterAll, describe, expect, it } from "vitest";
 
 /** A logger whose lines the test reads: as written (`text`) and parsed (`lines`). */

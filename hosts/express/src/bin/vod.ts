@@ -118,6 +118,7 @@ const workerCommand = async () => {
       ? undefined
       : await listening(
           createOpsApp({
+            vod: composed.vod,
             logger,
             ops: {
               metrics: composed.metrics,

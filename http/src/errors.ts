@@ -1,7 +1,6 @@
 import {
   errorCode,
-  errorStatus,
-  invalidInput,
+  InvalidRequest,
   NotFound,
   PayloadTooLarge,
   type VodError,
@@ -9,8 +8,33 @@ import {
 } from "@vod/core";
 import { Cause, Option } from "effect";
 
-/** The core's one table from tagged errors to HTTP statuses, which the OpenAPI document lists too. */
-export const statusOf: Record<VodErrorTag, number> = errorStatus;
+/**
+ * The one way a request's input becomes `invalid_request`: one `{ path, message }` per failing
+ * field (the path relative to body, query or params; empty for the request as a whole) in
+ * `details.fields`.
+ */
+export const invalidInput = (
+  message: string,
+  fields: ReadonlyArray<{ readonly path: ReadonlyArray<string | number>; readonly message: string }>,
+) => new InvalidRequest({ message, details: { fields } });
+
+/**
+ * The HTTP status of each tag (DECISIONS, "HTTP status codes"): the one table every answer and
+ * the OpenAPI document read.
+ */
+export const errorStatus: Record<VodErrorTag, number> = {
+  InvalidRequest: 400,
+  Unauthorized: 401,
+  Forbidden: 403,
+  NotFound: 404,
+  UploadInProgress: 409,
+  Conflict: 409,
+  PayloadTooLarge: 413,
+  RateLimited: 429,
+  StorageError: 503,
+  PlaybackUnavailable: 503,
+  InternalError: 500,
+};
 
 export interface ErrorReply {
   readonly status: number;
@@ -45,7 +69,7 @@ export const errorReply = (error: VodError): ErrorReply => {
       break;
   }
   return {
-    status: statusOf[error._tag],
+    status: errorStatus[error._tag],
     headers,
     body: { error: code, code, message, ...(details === undefined ? {} : { details }) },
   };

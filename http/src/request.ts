@@ -1,11 +1,27 @@
-import type { Credentials } from "../use-cases/authenticate.js";
-import type { RequestedRange } from "../use-cases/playback-delivery.js";
+import type { Credentials, RequestedRange } from "@vod/core";
 
 // The request a host hands to an operation and the reply it gets back: apart from `operation.ts`
 // so that the Idempotency-Key wrapper, which the operations run through, can read them too.
 
+/** What the host's own routes answer from: the same for every request a handler takes. */
+export interface HostContext {
+  /** `/readyz`: each dependency's check, settled as `ok` or `failed`. */
+  readonly readiness: () => Promise<Readonly<Record<string, "ok" | "failed">>>;
+  /** `/metrics`: the registry's text and its content type; absent, there is no such route (404). */
+  readonly metrics?: { readonly contentType: string; render(): Promise<string> } | undefined;
+  /** When set, `/metrics` needs it as a bearer. */
+  readonly metricsToken?: string | undefined;
+  /** The OpenAPI document of the routes served. */
+  readonly document?: unknown;
+  /** Whether a page of `origin` may call the API (its CORS). */
+  readonly corsAllows: (origin: string | undefined) => boolean;
+}
+
 /** A request as any host hands it over: decoded values, no framework types. */
 export interface RawRequest {
+  /** The method and path as sent, for what names them back (`no route for GET /x`). */
+  readonly method?: string;
+  readonly path?: string;
   readonly params: Readonly<Record<string, string>>;
   readonly query: unknown;
   /** Parsed JSON for a JSON body, the text for a text body (`BodyKind`), absent otherwise. */
@@ -19,6 +35,8 @@ export interface RawRequest {
   readonly stream?: AsyncIterable<Uint8Array>;
   /** The Range header as the host's HTTP layer reads it, for a `file` reply. */
   readonly range?: RequestedRange;
+  /** For the host's own routes. */
+  readonly host?: HostContext;
 }
 
 /** A header of the request, when sent once (names in lower case). */

@@ -6,7 +6,6 @@ import { pipeline } from "node:stream/promises";
 import {
   type Credentials,
   NotFound,
-  type Operation,
   PayloadTooLarge,
   type RequestedRange,
   type Vod,
@@ -17,16 +16,29 @@ import parseurl from "parseurl";
 import proxyaddr from "proxy-addr";
 import parseRange from "range-parser";
 import typeis from "type-is";
-import type { TrustProxy } from "./config.js";
 import { type ErrorReply, errorReply, replyForCause, requestErrorOf, wholeRequest } from "./errors.js";
-import type { Logger } from "./logger.js";
+import type { Operation } from "./operation.js";
+import { playFile } from "./operations.js";
+import type { HostContext } from "./request.js";
+
+/** The logger the handler writes to: pino's shape, or anything with its methods. */
+export interface HttpLogger {
+  isLevelEnabled(level: string): boolean;
+  child(bindings: Record<string, unknown>): HttpLogger;
+  debug(fields: object, message?: string): void;
+  info(fields: object, message?: string): void;
+  warn(fields: object, message?: string): void;
+  error(fields: object, message?: string): void;
+}
+type Logger = HttpLogger;
+
+/** Which proxies' X-Forwarded-For entries are believed: hops next to the server, or their addresses. */
+export type TrustProxy = { readonly hops: number } | { readonly cidrs: ReadonlyArray<string> };
 
 /**
- * A request as the host's handlers read it: node's own, with what the request prelude (`id`)
- * and the catalog's router (`params`, `body`) add. The catalog's routes run on node's request and
- * response as they come, not on Express's: Express gives each its own prototypes, and that alone
- * cost about 100 µs of CPU per request on this machine (bench/README.md). Express's requests are
- * these too, so the host's own routes share every helper here.
+ * A request as the handler reads it: node's own, with what the request prelude (`id`) and the
+ * router (`params`, `body`) add. No framework wraps it: a framework's own request prototypes
+ * are work per request that the catalog's routes never need.
  */
 export interface HttpRequest extends IncomingMessage {
   id: string;
@@ -35,21 +47,15 @@ export interface HttpRequest extends IncomingMessage {
 }
 export type HttpResponse = ServerResponse;
 
-// The host's own routes run on Express's requests, which the same prelude gives an id.
-declare module "express-serve-static-core" {
-  interface Request {
-    id: string;
-  }
-}
-/** A step of a request's handling, in the shape Express's and body-parser's middleware have. */
+/** A step of a request's handling, in the shape body-parser's middleware has. */
 export type Next = (error?: unknown) => void;
 export type Handler = (req: HttpRequest, res: HttpResponse, next: Next) => void;
 
 /**
  * The path of the request's URL, as Express's `req.path` reads it (parsed once per request).
  * Throws (ERR_INVALID_URL) for an absolute-form target that node's URL parser refuses
- * (`GET http://[::1/x HTTP/1.1`): the listener asks it first, in `catalogRoutes`' `match`, and
- * answers such a request 400; everything after reads `pathOf`.
+ * (`GET http://[::1/x HTTP/1.1`): the router asks it first and answers such a request 400;
+ * everything after reads `pathOf`.
  */
 export const targetPathOf = (req: IncomingMessage): string => parseurl(req)?.pathname ?? "/";
 
@@ -121,8 +127,12 @@ export const answeredBy = (res: HttpResponse, route: string) => {
 /** The catalog's route that answered, if one did. */
 export const catalogRouteOf = (res: HttpResponse): string | undefined => (res as Routed)[ROUTE];
 
+/** The path of the playback files up to their token (`/v1/play/`), as the catalog has it. */
+const PLAY_PREFIX = playFile.path.slice(0, playFile.path.indexOf(":token"));
+const PLAY_TOKEN = new RegExp(`^${PLAY_PREFIX.replaceAll("/", "\\/")}[^/]+`);
+
 /** The path as logged: playback URLs carry their token in the path, and it never reaches a log. */
-export const loggedPath = (path: string) => path.replace(/^\/v1\/play\/[^/]+/, "/v1/play/[token]");
+export const loggedPath = (path: string) => path.replace(PLAY_TOKEN, `${PLAY_PREFIX}[token]`);
 
 const LOGGER = Symbol("vod.logger");
 const CHILD = Symbol("vod.log");
@@ -221,6 +231,7 @@ export const handle = (
   vod: Vod,
   operation: Operation,
   trust: ProxyTrust,
+  host?: HostContext,
 ): ((req: HttpRequest, res: HttpResponse) => Promise<void>) => {
   const streamed = operation.body.kind === "stream";
   const ranged = operation.reply.kind === "file";
@@ -233,6 +244,8 @@ export const handle = (
     const exit = await Effect.runPromiseExit(
       Effect.map(
         operation.execute(vod, {
+          method: req.method,
+          path: pathOf(req),
           params: req.params,
           query: queryOf(req),
           body: req.body,
@@ -243,6 +256,7 @@ export const handle = (
           // One shape for every operation's request, whatever it reads.
           stream: streamed ? req : undefined,
           range: ranged ? requestedRange(req) : undefined,
+          host,
         }),
         ({ status, body, headers, stream }) => {
           setHead(res, status, headers);
@@ -264,7 +278,7 @@ export const handle = (
  * (no reply here carries a validator; `If-None-Match: *` no longer turns a reply into a bodiless
  * 304), no content negotiation of the charset.
  */
-const sendJson = (req: IncomingMessage, res: HttpResponse, body: unknown) => {
+export const sendJson = (req: IncomingMessage, res: HttpResponse, body: unknown) => {
   const text = JSON.stringify(body);
   if (!res.hasHeader("content-type")) res.setHeader("content-type", "application/json; charset=utf-8");
   res.setHeader("content-length", Buffer.byteLength(text));
@@ -454,7 +468,7 @@ export const internalError = (err: unknown, req: IncomingMessage, res: HttpRespo
     logOf(req).error({ err }, "unhandled error");
     sendError(res, errorReply({ _tag: "InternalError", message: "internal error" } as never));
   } catch (failure) {
-    // Nothing may fall through to Express's own handler, which prints the stack in the body.
+    // Nothing may reach a framework's fallback, which may print the stack in the body.
     (req as Logged)[LOGGER]?.error({ err: failure, cause: err }, "error handler failed");
     res.destroy();
   }
@@ -462,7 +476,7 @@ export const internalError = (err: unknown, req: IncomingMessage, res: HttpRespo
 
 /**
  * Node's `clientError`: a request its HTTP parser refuses (bad Content-Length, bad chunking, a
- * malformed header line) never reaches Express. It gets the spec's JSON body all the same, as
+ * malformed header line) never reaches the handler. It gets the spec's JSON body all the same, as
  * Node's default handler would answer, but in our format: only when no response has begun on the
  * socket, and the connection closes after it.
  */

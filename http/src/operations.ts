@@ -1,17 +1,29 @@
+import { createHash, timingSafeEqual } from "node:crypto";
+import {
+  IMAGE_MEDIA_TYPES,
+  type ImageFile,
+  InvalidRequest,
+  NotFound,
+  type Principal,
+  RENDITION_MEDIA_TYPES,
+  type RequestedRange,
+  type Requirement,
+  Requests as Rq,
+  Resources as Rs,
+  StorageError,
+  Unauthorized,
+  type Vod,
+  type VodError,
+} from "@vod/core";
 import { Effect, Schema } from "effect";
-import { errorCode, type VodError } from "../errors.js";
-import { Requests as Rq, Resources as Rs } from "../schema/index.js";
-import type { Principal, Requirement } from "../use-cases/authenticate.js";
-import type { RequestedRange } from "../use-cases/playback-delivery.js";
-import { RENDITION_MEDIA_TYPES } from "../use-cases/playback-delivery.js";
-import { IMAGE_MEDIA_TYPES, type ImageFile } from "../use-cases/playback-images.js";
-import type { Vod } from "../vod.js";
+import { errorReply } from "./errors.js";
 import {
   type AuthedCall,
   authedOperation,
   type HttpMethod,
   headerOf,
   type Operation,
+  type PublicCall,
   publicOperation,
   type Reply,
 } from "./operation.js";
@@ -193,6 +205,23 @@ const routes = {
     "POST /v1/webhooks/:id/deliveries/:delivery_id/redeliver",
     202,
     "Send a delivery's event again (same webhook-id), as a new delivery.",
+  ),
+  health: at("GET /healthz", 200, "Liveness: 200 once the process serves."),
+  ready: at(
+    "GET /readyz",
+    200,
+    "Readiness: 200 when the database (and Redis, when configured) answer within 2 s, else 503 storage_error with `details.checks`.",
+  ),
+  metrics: at(
+    "GET /metrics",
+    200,
+    "Prometheus metrics (text exposition format); with VOD_METRICS_TOKEN set, that token as a bearer.",
+  ),
+  openApi: at("GET /v1/openapi.json", 200, "This document."),
+  apiPreflight: at(
+    "OPTIONS /*path",
+    204,
+    "CORS preflight of the API, for the origins of VOD_CORS_ORIGINS; from any other origin, 404. The media and DRM routes answer their own.",
   ),
 } as const;
 
@@ -513,12 +542,12 @@ type Opened = Effect.Effect.Success<ReturnType<Vod["playback"]["open"]>> | Image
 const unsatisfiable = (size: number): Reply => ({
   status: 416,
   headers: { "content-range": `bytes */${size}` },
-  body: {
-    error: errorCode.InvalidRequest,
-    code: errorCode.InvalidRequest,
-    message: `the range lies outside the file (${size} bytes)`,
-    details: { reason: "range_not_satisfiable", size },
-  },
+  body: errorReply(
+    new InvalidRequest({
+      message: `the range lies outside the file (${size} bytes)`,
+      details: { reason: "range_not_satisfiable", size },
+    }),
+  ).body,
 });
 
 /** A media file as HTTP answers it: whole or by range, a redirect to the store, or 416. */
@@ -733,7 +762,155 @@ export const redeliverWebhook = authedOperation({
   run: (vod, { params }, call) => vod.webhooks.redeliver(call.principal, params.id, params.delivery_id),
 });
 
-/** Every operation of the API, in the spec's order. */
+// The host's own routes: they answer from the process (`call.host`), not from a use case.
+
+const NO_BODY = { kind: "none" } as const;
+
+/** The answer to a route the handler was not given what it needs for: as if it were not there. */
+const noRoute = (call: PublicCall) => new NotFound({ message: `no route for ${call.method} ${call.path}` });
+
+export const health = publicOperation({
+  ...route("health"),
+  body: NO_BODY,
+  stateless: true,
+  input: none,
+  output: Schema.Struct({ status: Schema.Literal("ok") }),
+  run: () => Effect.succeed({ status: "ok" as const }),
+});
+
+export const ready = publicOperation({
+  ...route("ready"),
+  body: NO_BODY,
+  stateless: true,
+  input: none,
+  output: Schema.Struct({
+    status: Schema.Literal("ok"),
+    checks: Schema.Record({ key: Schema.String, value: Schema.Literal("ok", "failed") }),
+  }),
+  errors: ["StorageError"],
+  run: (_vod, _input, call) =>
+    Effect.map(
+      Effect.promise(
+        (): Promise<Readonly<Record<string, "ok" | "failed">>> =>
+          call.host?.readiness() ?? Promise.resolve({}),
+      ),
+      (checks) => ({ status: "ok" as const, checks }),
+    ),
+  reply: {
+    kind: { kind: "json" },
+    of: (ready) => {
+      const down = Object.keys(ready.checks).filter((name) => ready.checks[name] !== "ok");
+      if (down.length === 0) return { status: 200, body: ready };
+      // A load balancer reads the status; an operator reads which dependency is down.
+      const { status, headers, body } = errorReply(new StorageError({ message: "not ready" }));
+      return {
+        status,
+        headers,
+        body: { ...body, message: `not ready: ${down.join(", ")}`, details: { checks: ready.checks } },
+      };
+    },
+  },
+});
+
+/** Both sides hashed first: equal lengths for timingSafeEqual, and the token's length not told either. */
+const sameSecret = (given: string, expected: string) =>
+  timingSafeEqual(
+    createHash("sha256").update(given).digest(),
+    createHash("sha256").update(expected).digest(),
+  );
+
+async function* once(text: string): AsyncIterable<Uint8Array> {
+  yield Buffer.from(text);
+}
+
+export const metrics = publicOperation({
+  ...route("metrics"),
+  body: NO_BODY,
+  stateless: true,
+  credential: { token: "metrics", in: "bearer" },
+  input: none,
+  output: null,
+  errors: ["Unauthorized"],
+  verify: (_vod, call) => {
+    const registry = call.host?.metrics;
+    if (registry === undefined) return Effect.fail(noRoute(call));
+    const token = call.host?.metricsToken;
+    const bearer = call.credentials.bearer;
+    if (token !== undefined && (bearer === undefined || !sameSecret(bearer, token)))
+      return Effect.fail(new Unauthorized({ message: "a metrics token is required" }));
+    return Effect.succeed(registry);
+  },
+  run: (_vod, _input, call) =>
+    Effect.map(
+      Effect.promise(() => call.claims.render()),
+      (text) => ({ text, contentType: call.claims.contentType }),
+    ),
+  reply: {
+    kind: { kind: "opaque", mediaTypes: ["text/plain"] },
+    of: ({ text, contentType }) => ({
+      status: 200,
+      headers: { "content-type": contentType, "content-length": String(Buffer.byteLength(text)) },
+      stream: once(text),
+    }),
+  },
+});
+
+export const openApi = publicOperation({
+  ...route("openApi"),
+  body: NO_BODY,
+  stateless: true,
+  input: none,
+  output: null,
+  run: (_vod, _input, call) =>
+    call.host?.document === undefined ? Effect.fail(noRoute(call)) : Effect.succeed(call.host.document),
+  reply: {
+    kind: { kind: "opaque", mediaTypes: ["application/json"] },
+    of: (document) => ({ status: 200, body: document }),
+  },
+});
+
+/** What a browser page may send the API and read back (DECISIONS "Operations"). */
+export const API_CORS = {
+  methods: "GET, POST, PATCH, DELETE, OPTIONS",
+  headers: "authorization, content-type, x-api-key, idempotency-key, x-request-id",
+  expose: "Retry-After, Idempotent-Replayed, x-request-id",
+};
+
+export const apiPreflight = publicOperation({
+  ...route("apiPreflight"),
+  body: NO_BODY,
+  stateless: true,
+  // Whatever the path holds, a preflight only asks about CORS.
+  lenient: { nul: true },
+  input: Schema.Struct({ params: Schema.Struct({ path: Schema.String }) }),
+  output: null,
+  errors: ["NotFound"],
+  run: (_vod, _input, call) =>
+    call.host?.corsAllows(headerOf(call, "origin")) ? Effect.void : Effect.fail(noRoute(call)),
+  reply: {
+    kind: {
+      kind: "headers",
+      headers: {
+        "access-control-allow-methods": "the API's methods",
+        "access-control-allow-headers": "the request headers a page may send",
+        "access-control-max-age": "how long a browser may keep this answer, in seconds",
+      },
+    },
+    of: () => ({
+      status: 204,
+      headers: {
+        "access-control-allow-methods": API_CORS.methods,
+        "access-control-allow-headers": API_CORS.headers,
+        "access-control-max-age": "600",
+      },
+    }),
+  },
+});
+
+/** The host's own routes: what every process that serves HTTP answers. */
+export const hostOperations: ReadonlyArray<Operation> = [health, ready, metrics, openApi, apiPreflight];
+
+/** Every operation of the API, in the spec's order, then the host's own. */
 export const operations: ReadonlyArray<Operation> = [
   signup,
   login,
@@ -779,4 +956,5 @@ export const operations: ReadonlyArray<Operation> = [
   deleteWebhook,
   listWebhookDeliveries,
   redeliverWebhook,
+  ...hostOperations,
 ];

@@ -1,10 +1,19 @@
+import {
+  type Credentials,
+  enforceRate,
+  InternalError,
+  type InvalidRequest,
+  inputProblems,
+  type Principal,
+  type RequestedRange,
+  type Requirement,
+  refusal,
+  type Vod,
+  type VodError,
+  type VodErrorTag,
+} from "@vod/core";
 import { Effect, Either, Exit, ParseResult, Schema } from "effect";
-import { InternalError, InvalidRequest, type VodError, type VodErrorTag } from "../errors.js";
-import { inputProblems } from "../schema/input.js";
-import { type Credentials, type Principal, type Requirement, refusal } from "../use-cases/authenticate.js";
-import type { RequestedRange } from "../use-cases/playback-delivery.js";
-import { enforceRate } from "../use-cases/support.js";
-import type { Vod } from "../vod.js";
+import { invalidInput } from "./errors.js";
 import { compileEncoder, failed } from "./fast-encode.js";
 import { type IdempotencyRule, idempotencyPrincipal, idempotent } from "./idempotency.js";
 import type { RawRequest, Reply } from "./request.js";
@@ -18,13 +27,16 @@ export interface PublicCall {
   readonly headers?: RawRequest["headers"];
   readonly stream?: RawRequest["stream"];
   readonly range?: RequestedRange;
+  readonly method?: string;
+  readonly path?: string;
+  readonly host?: RawRequest["host"];
 }
 export interface AuthedCall extends PublicCall {
   readonly principal: Principal;
 }
 
-/** HEAD is served by the GET route. */
-export type HttpMethod = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+/** HEAD is served by the GET route; OPTIONS is a CORS preflight. */
+export type HttpMethod = "GET" | "POST" | "PUT" | "PATCH" | "DELETE" | "OPTIONS";
 
 /** Which app serves the route: the API (`{base_url}`), media (`{media_url}`) or DRM (`{drm_url}`). */
 export type App = "api" | "media" | "drm";
@@ -50,18 +62,22 @@ export type TokenCredential =
   /** The licence token an entitlement gives, in its header. */
   | { readonly token: "license"; readonly in: "header"; readonly name: string }
   /** The signature of a part upload URL, in its query (`t`, `e`, `s`). */
-  | { readonly token: "part-signature"; readonly in: "query" };
+  | { readonly token: "part-signature"; readonly in: "query" }
+  /** The operator's metrics token (VOD_METRICS_TOKEN), when one is set, as a bearer. */
+  | { readonly token: "metrics"; readonly in: "bearer" };
 
 /**
  * A success that is not the output schema's JSON:
  * - `headers`: no body, the value said by headers (described here);
  * - `file`: a file body of one of `mediaTypes` (whole, or a range with 206), a redirect (302),
- *   or 416 with the error body; HEAD answers too.
+ *   or 416 with the error body; HEAD answers too;
+ * - `opaque`: a body of one of `mediaTypes` that no schema here describes (metrics, a document).
  */
 export type ReplyKind =
   | { readonly kind: "json" }
   | { readonly kind: "headers"; readonly headers: Readonly<Record<string, string>> }
-  | { readonly kind: "file"; readonly mediaTypes: ReadonlyArray<string> };
+  | { readonly kind: "file"; readonly mediaTypes: ReadonlyArray<string> }
+  | { readonly kind: "opaque"; readonly mediaTypes: ReadonlyArray<string> };
 
 /** CORS for routes browsers call from other origins: the headers a page may send and read. */
 export interface Cors {
@@ -95,6 +111,11 @@ export interface Operation {
   readonly errors?: ReadonlyArray<VodErrorTag>;
   /** How an Idempotency-Key applies, on an authenticated POST; recorded, with no secret, when absent. */
   readonly idempotency?: IdempotencyRule;
+  /**
+   * Answers from the process itself (health, metrics, this API's document): no storage behind it
+   * and no input to refuse, so none of the errors those bring.
+   */
+  readonly stateless?: boolean;
   /** Authenticates, authorizes, decodes, runs the use case and encodes the reply. */
   readonly execute: (vod: Vod, request: RawRequest) => Effect.Effect<Reply, VodError>;
 }
@@ -127,25 +148,18 @@ interface Definition<I, IE, O, OE> {
   readonly body?: BodyKind;
   readonly cors?: Cors;
   readonly lenient?: Lenience;
+  readonly stateless?: boolean;
   /**
-   * A success that is not the output's JSON: its `ReplyKind` and how the use case's value
-   * becomes the reply (status, headers, a streamed body).
+   * How the use case's value becomes the reply (status, headers, a streamed body), where it is
+   * not the output's JSON with the success status: its `ReplyKind` and the reply.
    */
   readonly reply?: {
-    readonly kind: Exclude<ReplyKind, { kind: "json" }>;
+    readonly kind: ReplyKind;
     readonly of: (value: NoInfer<O>, vod: Vod) => Reply;
   };
 }
 
 type FieldPath = ReadonlyArray<string | number>;
-
-/**
- * The one way a request's input becomes `invalid_request`: one `{ path, message }` per failing
- * field (the path relative to body, query or params; empty for the request as a whole) in
- * `details.fields`. Hosts use it for what their HTTP layer refuses (framing, content type).
- */
-export const invalidInput = (message: string, fields: ReadonlyArray<{ path: FieldPath; message: string }>) =>
-  new InvalidRequest({ message, details: { fields } });
 
 /** `invalidInput` named by its first field; `fallback` when no field is named. */
 const invalidFields = (

@@ -1,9 +1,12 @@
 import { Arbitrary, FastCheck, Schema } from "effect";
 import { describe, expect, it } from "vitest";
-import { compileEncoder, failed } from "../src/api/fast-encode.js";
+import { compileEncoder, failed } from "../src/fast-encode.js";
 import { operations } from "../src/index.js";
 
-const outputs = operations.flatMap((op) => (op.output === null ? [] : [{ id: op.id, output: op.output }]));
+// The host's own routes answer from the process, through their own replies rather than the encoder.
+const outputs = operations.flatMap((op) =>
+  op.output === null || op.stateless ? [] : [{ id: op.id, output: op.output }],
+);
 const slow = (schema: Schema.Schema.AnyNoContext, value: unknown) => {
   try {
     return { ok: true, json: JSON.stringify(Schema.encodeUnknownSync(schema)(value)) };

@@ -1,10 +1,18 @@
+import {
+  Conflict,
+  derivedKey,
+  hmacBase64Url,
+  type IdempotentResponse,
+  InternalError,
+  InvalidRequest,
+  type Principal,
+  type Sealer,
+  sealer,
+  type Vod,
+  type VodError,
+} from "@vod/core";
 import { Cause, Effect, Exit, Option } from "effect";
-import { Conflict, errorCode, errorStatus, InternalError, InvalidRequest, type VodError } from "../errors.js";
-import type { IdempotentResponse } from "../ports/repositories.js";
-import type { Principal } from "../use-cases/authenticate.js";
-import { derivedKey, type Sealer, sealer } from "../use-cases/sealing.js";
-import { hmacBase64Url } from "../use-cases/support.js";
-import type { Vod } from "../vod.js";
+import { errorReply } from "./errors.js";
 import { headerOf, type RawRequest, type Reply } from "./request.js";
 
 /** How long a key replays its first response (DECISIONS: 24 hours). */
@@ -89,14 +97,10 @@ const changedSecrets = (
     ? response
     : { ...response, body: paths.reduce((body, path) => changedAt(body, path, change), response.body) };
 
-/** The spec's error body of a use case's error, as the host would send it (4xx only reach here). */
+/** A use case's error as answered (4xx only reach here). */
 const errorResponse = (error: VodError): IdempotentResponse => {
-  const details = error._tag === "InvalidRequest" || error._tag === "Conflict" ? error.details : undefined;
-  const code = errorCode[error._tag];
-  return {
-    status: errorStatus[error._tag],
-    body: { error: code, code, message: error.message, ...(details === undefined ? {} : { details }) },
-  };
+  const { status, body } = errorReply(error);
+  return { status, body };
 };
 
 const replay = (response: IdempotentResponse): Reply => ({

@@ -1,5 +1,6 @@
 import { Validator } from "@seriousme/openapi-schema-validator";
-import { errorCode, errorStatus, openApiDocument, operations } from "@vod/core";
+import { errorCode } from "@vod/core";
+import { errorStatus, openApiDocument, operations } from "@vod/http";
 import { describe, expect, it } from "vitest";
 
 interface Doc {

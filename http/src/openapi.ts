@@ -1,7 +1,7 @@
+import { errorCode, Resources, type VodErrorTag } from "@vod/core";
 import { SchemaAST as AST, JSONSchema, Schema } from "effect";
-import { errorCode, errorStatus, type VodErrorTag } from "../errors.js";
-import { Resources } from "../schema/index.js";
-import type { App, BodyKind, HttpMethod, Operation } from "./operation.js";
+import { errorStatus } from "./errors.js";
+import type { App, BodyKind, Cors, HttpMethod, Operation } from "./operation.js";
 
 type Json = Record<string, unknown>;
 
@@ -40,7 +40,7 @@ interface Answer {
   readonly content?: Content;
 }
 
-/** One route as the document describes it: a catalog operation or one of the host's own. */
+/** One route as the document describes it. */
 interface DocumentedRoute {
   readonly id: string;
   readonly method: HttpMethod | "HEAD";
@@ -72,6 +72,7 @@ const credentialOf = (op: Operation): Credential => {
     };
   const token = op.credential;
   if (token === undefined) return { kind: "none" };
+  if (token.token === "metrics") return { kind: "token", scheme: "metricsToken" };
   if (token.in === "bearer") return { kind: "token", scheme: "playbackToken" };
   if (token.in === "header") return { kind: "token", scheme: "licenseToken" };
   return { kind: "token" };
@@ -109,6 +110,8 @@ const successOf = (op: Operation): DocumentedRoute["success"] => {
       };
     case "headers":
       return { status: op.status, description: "Done; the outcome in headers", headers: op.reply.headers };
+    case "opaque":
+      return { status: op.status, description: "Success", content: { mediaTypes: op.reply.mediaTypes } };
     case "json":
       return op.output === null
         ? { status: op.status, description: "Done; no content" }
@@ -116,7 +119,48 @@ const successOf = (op: Operation): DocumentedRoute["success"] => {
   }
 };
 
-/** An operation as documented; a file's GET answers HEAD as well, which players send. */
+/**
+ * The CORS preflight a route browsers call answers itself, for any origin: its path parameters,
+ * and the headers a page may send and read.
+ */
+const preflightOf = (op: Operation, cors: Cors): DocumentedRoute => {
+  const params = (op.input as { fields?: Schema.Struct.Fields }).fields?.params;
+  const methods = op.method === "GET" ? "GET, HEAD, OPTIONS" : `${op.method}, OPTIONS`;
+  return {
+    id: `${op.id}Preflight`,
+    method: "OPTIONS",
+    path: op.path,
+    summary: `CORS preflight of ${op.id}: any origin may call it.`,
+    app: op.app,
+    credential: { kind: "none" },
+    input: (params !== undefined && Schema.isSchema(params)
+      ? Schema.Struct({ params })
+      : Schema.Struct({})) as Schema.Schema.AnyNoContext,
+    body: { kind: "none" },
+    success: {
+      status: 204,
+      description: "What a page of any origin may send and read",
+      headers: {
+        "Access-Control-Allow-Origin": { description: "the page's origin, or *", required: true },
+        "Access-Control-Allow-Methods": { description: methods, required: true },
+        "Access-Control-Allow-Headers": { description: cors.allowHeaders.join(", "), required: true },
+        ...(cors.exposeHeaders
+          ? {
+              "Access-Control-Expose-Headers": { description: cors.exposeHeaders.join(", "), required: true },
+            }
+          : {}),
+        "Access-Control-Max-Age": "600",
+      },
+    },
+    stateful: false,
+    errors: [],
+  };
+};
+
+/**
+ * An operation as documented; a file's GET answers HEAD as well, which players send; a route
+ * browsers call answers its CORS preflight.
+ */
 const fromOperation = (op: Operation): ReadonlyArray<DocumentedRoute> => {
   const route: DocumentedRoute = {
     id: op.id,
@@ -129,78 +173,18 @@ const fromOperation = (op: Operation): ReadonlyArray<DocumentedRoute> => {
     body: op.body,
     success: successOf(op),
     ...(op.reply.kind === "file" ? { otherAnswers: fileAnswers(op.reply.mediaTypes) } : {}),
-    stateful: true,
+    stateful: op.stateless !== true,
     errors: op.errors ?? [],
     ...(op.idempotency?.recorded === false ? { unrecorded: true } : {}),
   };
-  return op.reply.kind === "file" && op.method === "GET"
-    ? [route, { ...route, id: `${op.id}Head`, method: "HEAD" }]
-    : [route];
+  return [
+    route,
+    ...(op.reply.kind === "file" && op.method === "GET"
+      ? [{ ...route, id: `${op.id}Head`, method: "HEAD" as const }]
+      : []),
+    ...(op.cors ? [preflightOf(op, op.cors)] : []),
+  ];
 };
-
-/** A GET of the host's own that answers from memory: no credential, no input, no storage. */
-const hostRoute = (
-  id: string,
-  path: string,
-  summary: string,
-  success: DocumentedRoute["success"],
-): DocumentedRoute => ({
-  id,
-  method: "GET",
-  path,
-  summary,
-  app: "api",
-  credential: { kind: "none" },
-  input: Schema.Struct({}),
-  body: { kind: "none" },
-  success,
-  stateful: false,
-  errors: [],
-});
-
-/** The host's own routes; these stay outside the catalog. */
-const hostRoutes: ReadonlyArray<DocumentedRoute> = [
-  hostRoute("health", "/healthz", "Liveness: 200 once the process serves.", {
-    status: 200,
-    description: "Serving",
-    content: Schema.Struct({ status: Schema.Literal("ok") }),
-  }),
-  {
-    ...hostRoute(
-      "ready",
-      "/readyz",
-      "Readiness: 200 when the database (and Redis, when configured) answer within 2 s, else 503 storage_error with `details.checks`.",
-      {
-        status: 200,
-        description: "Ready: each dependency's check",
-        content: Schema.Struct({
-          status: Schema.Literal("ok"),
-          checks: Schema.Record({ key: Schema.String, value: Schema.Literal("ok", "failed") }),
-        }),
-      },
-    ),
-    errors: ["StorageError"],
-  },
-  {
-    ...hostRoute(
-      "metrics",
-      "/metrics",
-      "Prometheus metrics (text exposition format); with VOD_METRICS_TOKEN set, that token as a bearer.",
-      {
-        status: 200,
-        description: "Every series, in the Prometheus text format",
-        content: { mediaTypes: ["text/plain"] },
-      },
-    ),
-    credential: { kind: "token", scheme: "metricsToken" },
-    errors: ["Unauthorized"],
-  },
-  hostRoute("openApi", "/v1/openapi.json", "This document.", {
-    status: 200,
-    description: "The OpenAPI 3.1 document",
-    content: { mediaTypes: ["application/json"] },
-  }),
-];
 
 /** An optional field's type is a union with `undefined`, which a parameter says by `required`. */
 const withoutUndefined = (ast: AST.AST): AST.AST => {
@@ -385,7 +369,7 @@ export const openApiDocument = (
   toSchema(Resources.ErrorBody.ast);
 
   const paths: Record<string, Record<string, Json>> = {};
-  for (const route of [...operations.flatMap(fromOperation), ...hostRoutes]) {
+  for (const route of operations.flatMap(fromOperation)) {
     const input = route.input.ast;
     // Encoded: what is optional on the wire; decoded: the values, with their bounds.
     const encodedParts = propertiesOf(AST.encodedAST(input));
