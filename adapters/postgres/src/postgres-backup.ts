@@ -75,7 +75,8 @@ const run = (tool: string, args: ReadonlyArray<string>) =>
     child.on("error", (error) =>
       reject(new Error(`${tool} could not be run (${error.message}): install the PostgreSQL client tools`)),
     );
-    child.on("exit", (code) =>
+    // "close", not "exit": the tool's output may still be unread when its exit is told.
+    child.on("close", (code) =>
       code === 0 ? resolve(out) : reject(new Error(`${tool} failed (exit ${code}): ${err.trim()}`)),
     );
   });

@@ -44,8 +44,9 @@ const startChild = (dir: string, perChild: number) => {
     });
     child.once("exit", (code) => reject(new Error(`child exited (${code}) before it was ready`)));
   });
+  // "close", not "exit": a child's exit can be told before the last of its output is read.
   const secrets = new Promise<string[]>((resolve, reject) =>
-    child.once("exit", (code) =>
+    child.once("close", (code) =>
       code === 0
         ? resolve(out.slice("ready\n".length).trim().split("\n"))
         : reject(new Error(`child exited with ${code}`)),

@@ -290,7 +290,8 @@ export const startRedis = async (port: number) => {
       ping.stdout.on("data", (d) => {
         out += d;
       });
-      ping.on("exit", () => resolve(out.includes("PONG")));
+      // "close": "exit" may come before the output is read.
+      ping.on("close", () => resolve(out.includes("PONG")));
     });
     if (up) return child;
     await new Promise((r) => setTimeout(r, 50));
