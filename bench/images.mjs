@@ -34,6 +34,7 @@ import {
   table,
   verdict,
 } from "./lib.mjs";
+import { makeVideo } from "./processing.mjs";
 
 const args = benchArgs({
   "video-seconds": { type: "string", default: "600" },
@@ -59,18 +60,7 @@ const elapsed = (from) => (performance.now() - from) / 1000;
 try {
   const source = join(dir, "source.mp4");
   log(`making a ${videoSeconds} s ${width}x${height} testsrc2 source`);
-  await run(tools.ffmpeg, [
-    ...[
-      "-v",
-      "error",
-      "-y",
-      "-f",
-      "lavfi",
-      "-i",
-      `testsrc2=size=${width}x${height}:rate=25:duration=${videoSeconds}`,
-    ],
-    ...["-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-movflags", "+faststart", source],
-  ]);
+  await makeVideo(tools.ffmpeg, source, videoSeconds, { width, height, fps: 25 });
   const size = (await stat(source)).size;
 
   const vod = await startVodHost({

@@ -141,6 +141,17 @@ describe("hls.js in headless Chromium plays an asset while its higher renditions
       ),
     ].sort();
 
+  /** After completion: every rendition listed, and the 720p, added after the asset was ready, plays. */
+  const expectEveryRenditionAnd720pPlays = (later: Awaited<ReturnType<typeof play>>) => {
+    expect(later.state.fatal).toEqual([]);
+    expect([...later.state.levels].sort((a, b) => a - b)).toEqual([240, 360, 480, 720]);
+    expect(later.state.playing).toBe(720);
+    expect(later.state.currentTime).toBeGreaterThan(PLAYED_SECONDS);
+    expect(later.state.decodedFrames).toBeGreaterThan(0);
+    expect(renditionsFetched(later.requests)).toContain("720p");
+    expect(later.problems).toEqual([]);
+  };
+
   it("plays the first rendition alone while 720p, 480p and 240p are pending; a new session after completion has every rendition, and plays", async () => {
     const { assetId } = await uploadAsset(host.url, auth, source, "browser");
     await gate.held();
@@ -177,13 +188,7 @@ describe("hls.js in headless Chromium plays an asset while its higher renditions
     ]);
     // A new session lists every rendition, and one added after the asset was ready plays.
     const later = await play({ ...(await newSession(assetId)), height: 720 });
-    expect(later.state.fatal).toEqual([]);
-    expect([...later.state.levels].sort((a, b) => a - b)).toEqual([240, 360, 480, 720]);
-    expect(later.state.playing).toBe(720);
-    expect(later.state.currentTime).toBeGreaterThan(PLAYED_SECONDS);
-    expect(later.state.decodedFrames).toBeGreaterThan(0);
-    expect(renditionsFetched(later.requests)).toContain("720p");
-    expect(later.problems).toEqual([]);
+    expectEveryRenditionAnd720pPlays(later);
   }, 180_000);
 
   it("plays a DRM asset with ClearKey (entitlement, licence) while its higher renditions are pending, and every rendition after", async () => {
@@ -223,12 +228,6 @@ describe("hls.js in headless Chromium plays an asset while its higher renditions
     await settledAsset(host.url, auth, assetId);
     // The 720p, encrypted under the same key after the asset was ready, decrypts and plays too.
     const later = await play({ ...(await newSession(assetId)), height: 720 });
-    expect(later.state.fatal).toEqual([]);
-    expect([...later.state.levels].sort((a, b) => a - b)).toEqual([240, 360, 480, 720]);
-    expect(later.state.playing).toBe(720);
-    expect(later.state.currentTime).toBeGreaterThan(PLAYED_SECONDS);
-    expect(later.state.decodedFrames).toBeGreaterThan(0);
-    expect(renditionsFetched(later.requests)).toContain("720p");
-    expect(later.problems).toEqual([]);
+    expectEveryRenditionAnd720pPlays(later);
   }, 180_000);
 });
