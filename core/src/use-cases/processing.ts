@@ -130,6 +130,19 @@ const verdict = (failed: FailureCode, reason: string, source?: SourceMetadata): 
 
 const jobFailed = (message: string, cause?: unknown): JobFailed => new JobFailed({ message, cause });
 
+/**
+ * What a unit's error means for its job: a final verdict (the medium was rejected, or this was
+ * the last attempt), or a retry while attempts are left. One rule for every processing job.
+ */
+const verdictOrRetry = (
+  job: Pick<Job, "attempt" | "maxAttempts">,
+  e: MediaRejected | StorageError | Verdict,
+): Verdict | JobFailed => {
+  if (e._tag === "Verdict") return e;
+  if (e._tag === "MediaRejected" && e.code !== "processing_error") return verdict(e.code, e.message);
+  return job.attempt >= job.maxAttempts ? verdict("processing_error", e.message) : jobFailed(e.message, e);
+};
+
 /** What a processing job did to its asset, for the worker to name in its log. */
 export type ProcessingOutcome =
   | { readonly status: "ready" }
@@ -400,15 +413,7 @@ export const makeProcessing = (
           return source;
         }).pipe(
           bounded,
-          Effect.mapError((e: MediaRejected | StorageError | Verdict): Verdict | JobFailed => {
-            if (e._tag === "Verdict") return e;
-            if (e._tag === "MediaRejected" && e.code !== "processing_error")
-              return verdict(e.code, e.message);
-            // Transient trouble is retried; on the last attempt it is final.
-            return job.attempt >= job.maxAttempts
-              ? verdict("processing_error", e.message)
-              : jobFailed(e.message, e);
-          }),
+          Effect.mapError((e) => verdictOrRetry(job, e)),
         ),
       );
       // Deleted while it ran: its job may have removed the renditions before the last of these
@@ -547,11 +552,9 @@ export const makeProcessing = (
     e: MediaRejected | StorageError | Verdict,
   ): Effect.Effect<ChunkOutcome, JobFailed | StorageError> =>
     Effect.gen(function* () {
-      const rejectedMedia = e._tag === "MediaRejected" && e.code !== "processing_error";
-      if (e._tag !== "Verdict" && !rejectedMedia && job.attempt < job.maxAttempts)
-        return yield* Effect.fail(jobFailed(e.message, e));
-      const code: FailureCode = e._tag === "Verdict" ? e.failed : rejectedMedia ? e.code : "processing_error";
-      const reason = e._tag === "Verdict" ? e.reason : e.message;
+      const settled = verdictOrRetry(job, e);
+      if (settled._tag === "JobFailed") return yield* Effect.fail(settled);
+      const { failed: code, reason } = settled;
       if (asset.status === "ready" || !makesPlayable(asset, job.data.unit)) {
         let current = asset;
         for (const name of job.data.unit) current = yield* save(current, { type: "rendition_failed", name });
