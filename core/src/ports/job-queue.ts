@@ -51,6 +51,11 @@ export interface ChunkOfUnit {
   readonly upload_id?: string;
   readonly unit: ReadonlyArray<string>;
   readonly count: number;
+  /**
+   * Whether the probed source has audio, so that packaging need not probe (on a bucket, read)
+   * the source again. Absent on jobs enqueued before it was carried: then packaging probes.
+   */
+  readonly has_audio?: boolean;
 }
 
 /** Every job name, for queues that declare theirs up front. */

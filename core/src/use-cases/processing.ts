@@ -43,7 +43,7 @@ export const defaultLadder: ReadonlyArray<Rendition> = [
   { name: "240p", height: 240, videoBitrateKbps: 400, audioBitrateKbps: 128 },
 ];
 
-const sourceOf = (p: ProbedSource): SourceMetadata => ({
+const sourceOf = (p: SourceMetadata): SourceMetadata => ({
   source_width: p.source_width,
   source_height: p.source_height,
   source_fps: p.source_fps,
@@ -367,6 +367,7 @@ export const makeProcessing = (
               units.map((unit) => unit.map((p) => p.rendition.name)),
               ranges,
               job.data.upload_id,
+              probed.has_audio,
             );
             chunked = ranges.length;
             return source;
@@ -462,6 +463,7 @@ export const makeProcessing = (
     units: ReadonlyArray<ReadonlyArray<string>>,
     ranges: ReadonlyArray<SourceRange>,
     uploadId: string | undefined,
+    hasAudio: boolean,
   ) => {
     const { tenant_id, id: asset_id } = asset;
     const ledger = units.flatMap((unit) =>
@@ -491,6 +493,7 @@ export const makeProcessing = (
                 ...(uploadId === undefined ? {} : { upload_id: uploadId }),
                 unit,
                 count: ranges.length,
+                has_audio: hasAudio,
                 index,
                 start_ms: range.startMs,
                 end_ms: range.endMs,
@@ -580,7 +583,7 @@ export const makeProcessing = (
    */
   const encodeChunk = (job: Job<"encode-chunk">): Effect.Effect<ChunkOutcome, JobFailed> =>
     Effect.gen(function* () {
-      const { tenant_id, asset_id, unit, index } = job.data;
+      const { tenant_id, asset_id, unit, index, has_audio } = job.data;
       const found = yield* unitAsset(job.data);
       if (Option.isNone(found)) return yield* afterChunkJob(job.data, { status: "skipped" });
       const asset = found.value;
@@ -624,6 +627,7 @@ export const makeProcessing = (
               ...(job.data.upload_id === undefined ? {} : { upload_id: job.data.upload_id }),
               unit,
               count: job.data.count,
+              ...(has_audio === undefined ? {} : { has_audio }),
             });
         }),
       );
@@ -656,7 +660,11 @@ export const makeProcessing = (
       const made = yield* Effect.either(
         Effect.gen(function* () {
           const input = yield* sourceOfAsset(asset, job.data.upload_id);
-          const probed = yield* media.probe(input);
+          // The source facts were stored when the chunks were planned; only has_audio rides along.
+          const probed: ProbedSource =
+            job.data.has_audio === undefined
+              ? yield* media.probe(input)
+              : { ...sourceOf(asset), has_video: true, has_audio: job.data.has_audio };
           const encryption = yield* encryptionOf(asset);
           const master = playable ? yield* storedMaster(asset) : undefined;
           return yield* join(

@@ -118,6 +118,9 @@ describe("chunked encoding on the memory set: a long source cut into chunk jobs,
         ),
       );
       expect(jobs.filter((j) => j.name === "package-chunks").map((j) => j.state)).toContain("completed");
+      // The probe's has_audio rides along, so packaging does not read the source a second time.
+      for (const job of jobs.filter((j) => j.name === "package-chunks"))
+        expect(job.data).toMatchObject({ has_audio: true });
       // Chunks are removed once their rendition is listed (right after, by the same job).
       const objects = memoryObjectStoreBackdoor(objectStore);
       const keys = ["360p", "240p"].flatMap((name) =>
@@ -146,6 +149,31 @@ describe("chunked encoding on the memory set: a long source cut into chunk jobs,
         expect(Math.abs(packets - SECONDS * FPS)).toBeLessThanOrEqual(2);
       }
     }, 180_000);
+
+  it("a source with no audio, chunked: packaged from the planned facts with no audio rendition", async () => {
+    const dir = await scratch.dir();
+    await makeVideo(join(dir, "silent.mp4"), {
+      width: 426,
+      height: 240,
+      seconds: SECONDS,
+      fps: FPS,
+      audio: false,
+    });
+    const { assetId } = await uploadAsset(url, auth, await readFile(join(dir, "silent.mp4")), "silent");
+    const asset = await settledAsset(url, auth, assetId, 150_000);
+    expect(asset).toMatchObject({ status: "ready", source_height: 240 });
+    const jobs = (await memoryBackdoor(storage).jobs()).filter(
+      (j) => (j.data as { asset_id?: string }).asset_id === assetId && j.name === "package-chunks",
+    );
+    expect(jobs.map((j) => j.data)).toEqual([expect.objectContaining({ has_audio: false, count: 3 })]);
+    const { manifest, master } = await playable(assetId);
+    const playlists = variants(master, manifest);
+    expect(playlists.map((p) => new URL(p).pathname.split("/").slice(-2).join("/"))).toEqual([
+      "240p/playlist.m3u8",
+    ]);
+    const { packets } = await videoPackets(playlists[0]!);
+    expect(Math.abs(packets - SECONDS * FPS)).toBeLessThanOrEqual(2);
+  }, 180_000);
 
   it("a source shorter than 3 chunks is made in one job, as before", async () => {
     const dir = await scratch.dir();
