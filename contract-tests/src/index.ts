@@ -9,7 +9,6 @@ export * from "./object-store.js";
 export * from "./password-hasher.js";
 export * from "./rate-limiter.js";
 export * from "./revocation-store.js";
-export * from "./schemas.js";
 export * from "./services.js";
 export * from "./storage.js";
 export * from "./telemetry-sink.js";

@@ -23,14 +23,13 @@ import {
   postgresTelemetrySink,
   type SqlDatabase,
 } from "@vod/adapter-postgres";
-import { postgresBackdoor, postgresTelemetryBackdoor } from "@vod/adapter-postgres/testing";
+import { postgresBackdoor, postgresTelemetryBackdoor, temporarySchemas } from "@vod/adapter-postgres/testing";
 import { redisBackdoor } from "@vod/adapter-redis/testing";
 import {
   fakeImageMaker,
   fakeMediaProcessor,
   type HttpSubject,
   type MakeHttpSubject,
-  temporarySchemas,
   testHostEnv,
   uid,
 } from "@vod/contract-tests";

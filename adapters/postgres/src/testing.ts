@@ -3,3 +3,4 @@
  * adapter's rules, so tests can check what was stored. Production code imports the package root.
  */
 export { postgresBackdoor, postgresTelemetryBackdoor } from "./backdoor.js";
+export { temporarySchemas } from "./temporary-schemas.js";

@@ -8,7 +8,8 @@ import {
   openPgliteProcess,
   type SqlDatabase,
 } from "@vod/adapter-postgres";
-import { suiteName, temporarySchemas, testServices } from "@vod/contract-tests";
+import { temporarySchemas } from "@vod/adapter-postgres/testing";
+import { suiteName, testServices } from "@vod/contract-tests";
 import { afterAll, describe } from "vitest";
 
 export interface Engine {

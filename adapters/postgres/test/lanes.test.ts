@@ -5,7 +5,8 @@ import {
   standaloneScoped,
   tenantScope,
 } from "@vod/adapter-postgres";
-import { suiteName, temporarySchemas, testServices, uid } from "@vod/contract-tests";
+import { temporarySchemas } from "@vod/adapter-postgres/testing";
+import { suiteName, testServices, uid } from "@vod/contract-tests";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 

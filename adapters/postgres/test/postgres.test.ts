@@ -12,7 +12,8 @@ import {
   prepareDatabase,
   type SqlDatabase,
 } from "@vod/adapter-postgres";
-import { suiteName, temporarySchemas, testServices } from "@vod/contract-tests";
+import { temporarySchemas } from "@vod/adapter-postgres/testing";
+import { suiteName, testServices } from "@vod/contract-tests";
 import { jobNames } from "@vod/core";
 import { Cause, Effect, Exit } from "effect";
 import { afterAll, describe, expect, it } from "vitest";

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { manualClock } from "@vod/adapter-memory";
-import { temporarySchemas } from "@vod/contract-tests";
+import { temporarySchemas } from "@vod/adapter-postgres/testing";
 import { createLogger, loadConfig, type RunningHost, startHost } from "@vod/host-express";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { describeWith } from "./suites.js";

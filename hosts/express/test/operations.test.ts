@@ -1,13 +1,15 @@
 // The operational endpoints as a load balancer, Prometheus and a browser page see them: `/readyz`
 // following the database and Redis, `/metrics` parsed by a Prometheus text-format parser, and the
 // API's CORS for the origins of VOD_CORS_ORIGINS.
+
 import type { ChildProcess } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { connect, createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
-import { suiteName, temporarySchemas, testServices } from "@vod/contract-tests";
+import { temporarySchemas } from "@vod/adapter-postgres/testing";
+import { suiteName, testServices } from "@vod/contract-tests";
 import { createLogger, loadConfig, type RunningHost, startHost } from "@vod/host-express";
 import parsePrometheusTextFormat, { type Family } from "parse-prometheus-text-format";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

@@ -8,7 +8,8 @@ import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { suiteName, temporarySchemas, testServices } from "@vod/contract-tests";
+import { temporarySchemas } from "@vod/adapter-postgres/testing";
+import { suiteName, testServices } from "@vod/contract-tests";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call, cli, freePort, makeVideo, signUp, spawnCli, stop, uploadAsset } from "./support.js";
 

@@ -1,7 +1,8 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { suiteName, temporarySchemas, testServices } from "@vod/contract-tests";
+import { temporarySchemas } from "@vod/adapter-postgres/testing";
+import { suiteName, testServices } from "@vod/contract-tests";
 import { afterAll, describe } from "vitest";
 import { freePort, type Spawned, spawnCli, startMemoryHost, startServe, stop } from "./support.js";
 

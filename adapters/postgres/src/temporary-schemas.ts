@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
-import { appRoleName, connectPostgres } from "@vod/adapter-postgres";
+import { connectPostgres } from "./pg-pool.js";
+import { appRoleName } from "./tenancy.js";
 
 /**
  * Schemas of their own for tests on a shared PostgreSQL server: `fresh()` names a new one (the
