@@ -11,13 +11,21 @@ import type {
   Webhook,
   WebhookDelivery,
 } from "@vod/core";
-import { newAssetDraft } from "@vod/core";
+import { AssetId, newAssetDraft, PlaybackSessionId, TenantId, UploadId } from "@vod/core";
 
 /** Unique ids per call, so tests never collide on shared storage. */
 export const uid = (prefix: string) => `${prefix}_${randomUUID().replaceAll("-", "")}`;
 
+/** A unique id of each branded kind, as the Ids port would mint one. */
+export const newId = {
+  tenant: () => TenantId(uid("tnt")),
+  asset: () => AssetId(uid("ast")),
+  upload: () => UploadId(uid("upl")),
+  playback: () => PlaybackSessionId(uid("pbs")),
+};
+
 export const aTenant = (over: Partial<Tenant> = {}): Tenant => ({
-  id: uid("tnt"),
+  id: newId.tenant(),
   slug: `t-${randomUUID().slice(0, 6)}`,
   name: "Tenant",
   plan: "free",
@@ -60,7 +68,7 @@ export const aToken = (session: RefreshSession, over: Partial<RefreshToken> = {}
 });
 
 export const anEmailToken = (
-  user: { readonly id: string; readonly tenant_id: string; readonly email: string },
+  user: { readonly id: string; readonly tenant_id: TenantId; readonly email: string },
   over: Partial<EmailToken> = {},
 ): EmailToken => ({
   token_hash: uid("hash"),
@@ -89,7 +97,7 @@ export const anApiKey = (tenant: Tenant, over: Partial<ApiKey> = {}): ApiKey => 
 });
 
 export const anUpload = (asset: Asset, over: Partial<UploadSession> = {}): UploadSession => ({
-  id: uid("upl"),
+  id: newId.upload(),
   tenant_id: asset.tenant_id,
   asset_id: asset.id,
   status: "created",
@@ -105,7 +113,7 @@ export const anUpload = (asset: Asset, over: Partial<UploadSession> = {}): Uploa
 });
 
 export const anAsset = (tenant: Tenant, over: Partial<Asset> = {}): Asset => ({
-  ...newAssetDraft({ id: uid("ast"), tenant_id: tenant.id, now: 1_700_000_000_000 }),
+  ...newAssetDraft({ id: newId.asset(), tenant_id: tenant.id, now: 1_700_000_000_000 }),
   ...over,
 });
 

@@ -1,4 +1,4 @@
-import { Conflict, type Storage } from "@vod/core";
+import { AssetId, Conflict, PlaybackSessionId, type Storage, TenantId } from "@vod/core";
 import { Effect, Either, Option } from "effect";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { StorageBackdoor } from "./backdoor.js";
@@ -115,11 +115,11 @@ export const describeStorage = (name: string, makeSubject: () => Promise<Storage
         const { user } = await tenantWithUser();
         const session = aSession(user);
         await run(storage.refreshSessions.insertSession(session));
-        await run(storage.refreshSessions.revokeSession("tnt_other", session.id, 5, "logout"));
+        await run(storage.refreshSessions.revokeSession(TenantId("tnt_other"), session.id, 5, "logout"));
         expect((await db.refreshSession(session.id))?.revoked_at).toBeNull();
-        expect(Option.isNone(await run(storage.refreshSessions.getSession("tnt_other", session.id)))).toBe(
-          true,
-        );
+        expect(
+          Option.isNone(await run(storage.refreshSessions.getSession(TenantId("tnt_other"), session.id))),
+        ).toBe(true);
         await run(storage.refreshSessions.revokeSession(session.tenant_id, session.id, 10, "reuse_detected"));
         await run(storage.refreshSessions.revokeSession(session.tenant_id, session.id, 20, "logout"));
         expect(await run(storage.refreshSessions.getSession(session.tenant_id, session.id))).toEqual(
@@ -239,7 +239,7 @@ export const describeStorage = (name: string, makeSubject: () => Promise<Storage
           anEmailToken(stranger),
         ];
         for (const t of [a, b, verify, theirs]) await run(storage.emailTokens.insert(t));
-        await run(storage.emailTokens.useAllOfUser("tnt_other", user.id, "reset_password", 4));
+        await run(storage.emailTokens.useAllOfUser(TenantId("tnt_other"), user.id, "reset_password", 4));
         expect((await db.emailTokensOfUser(user.id)).every((t) => t.used_at === null)).toBe(true);
         await run(storage.emailTokens.useAllOfUser(user.tenant_id, user.id, "reset_password", 5));
         const byHash = new Map((await db.emailTokensOfUser(user.id)).map((t) => [t.token_hash, t.used_at]));
@@ -371,11 +371,11 @@ export const describeStorage = (name: string, makeSubject: () => Promise<Storage
       it("lists newest first by (created_at, id), strictly after a key, filtered by status", async () => {
         const { tenant } = await tenantWithUser();
         const rows = [
-          anAsset(tenant, { id: "ast_a", created_at: 10 }),
-          anAsset(tenant, { id: "ast_b", created_at: 20 }),
-          anAsset(tenant, { id: "ast_c", created_at: 20, status: "uploaded" }),
-          anAsset(tenant, { id: "ast_d", created_at: 30 }),
-        ].map((a) => ({ ...a, id: `${a.id}_${tenant.id}` }));
+          anAsset(tenant, { id: AssetId("ast_a"), created_at: 10 }),
+          anAsset(tenant, { id: AssetId("ast_b"), created_at: 20 }),
+          anAsset(tenant, { id: AssetId("ast_c"), created_at: 20, status: "uploaded" }),
+          anAsset(tenant, { id: AssetId("ast_d"), created_at: 30 }),
+        ].map((a) => ({ ...a, id: AssetId(`${a.id}_${tenant.id}`) }));
         for (const a of rows) await run(storage.assets.insert(a));
         const ids = (list: ReadonlyArray<{ id: string }>) => list.map((a) => a.id.slice(0, 5));
         expect(ids(await run(storage.assets.list(tenant.id, { limit: 10 })))).toEqual([
@@ -444,7 +444,7 @@ export const describeStorage = (name: string, makeSubject: () => Promise<Storage
         const asset = anAsset(tenant);
         await run(storage.assets.insert(asset));
         const session = (over: { expires_at: number; ended_at: number | null }) => ({
-          id: uid("ps"),
+          id: PlaybackSessionId(uid("ps")),
           tenant_id: tenant.id,
           asset_id: asset.id,
           drm: false,
@@ -567,7 +567,7 @@ export const describeStorage = (name: string, makeSubject: () => Promise<Storage
         await run(storage.uploads.insert(session));
         expect(await db.upload(session.id)).toEqual(session);
         expect(await run(storage.uploads.get(asset.tenant_id, session.id))).toEqual(Option.some(session));
-        expect(Option.isNone(await run(storage.uploads.get("tnt_other", session.id)))).toBe(true);
+        expect(Option.isNone(await run(storage.uploads.get(TenantId("tnt_other"), session.id)))).toBe(true);
         const second = await attempt(storage.uploads.insert(anUpload(asset)));
         expect(Either.isLeft(second) && second.left).toBeInstanceOf(Conflict);
         expect(await run(storage.uploads.findOpen(asset.tenant_id, asset.id))).toEqual(Option.some(session));
@@ -611,7 +611,7 @@ export const describeStorage = (name: string, makeSubject: () => Promise<Storage
       it("enqueues a job only when its unit of work commits", async () => {
         const asset = await assetOf();
         const kept = { tenant_id: asset.tenant_id, asset_id: asset.id };
-        const dropped = { tenant_id: asset.tenant_id, asset_id: uid("ast") };
+        const dropped = { tenant_id: asset.tenant_id, asset_id: AssetId(uid("ast")) };
         await run(storage.transaction((tx) => tx.jobs.enqueue("process-asset", kept)));
         await attempt(
           storage.transaction((tx) =>
@@ -653,7 +653,7 @@ export const describeStorage = (name: string, makeSubject: () => Promise<Storage
         expect(await run(storage.chunks.insertAll(chunks))).toBe(false);
         const listed = await run(storage.chunks.list(asset.tenant_id, asset.id));
         expect(listed).toEqual([...chunks.slice(3), ...chunks.slice(0, 3)]);
-        expect(await run(storage.chunks.list("tnt_other", asset.id))).toEqual([]);
+        expect(await run(storage.chunks.list(TenantId("tnt_other"), asset.id))).toEqual([]);
       });
 
       it("marks a chunk done once and counts what is left of its unit alone", async () => {

@@ -1,4 +1,11 @@
-import type { StorageError, TelemetryEvent, TelemetrySink } from "@vod/core";
+import {
+  AssetId,
+  PlaybackSessionId,
+  type StorageError,
+  type TelemetryEvent,
+  type TelemetrySink,
+  TenantId,
+} from "@vod/core";
 import { Effect, Either } from "effect";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { uid } from "./fixtures.js";
@@ -19,9 +26,9 @@ const RECEIVED_AT = 1_795_000_000_123;
 
 /** A heartbeat of `sessionId` with every optional field null and no extra keys. */
 const anEvent = (sessionId: string, n: number, over: Partial<TelemetryEvent> = {}): TelemetryEvent => ({
-  tenant_id: "tnt_telemetry",
-  session_id: sessionId,
-  asset_id: "ast_telemetry",
+  tenant_id: TenantId("tnt_telemetry"),
+  session_id: PlaybackSessionId(sessionId),
+  asset_id: AssetId("ast_telemetry"),
   received_at: RECEIVED_AT,
   player_version: null,
   event: "heartbeat",

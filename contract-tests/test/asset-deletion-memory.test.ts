@@ -11,6 +11,7 @@ import { memoryBackdoor, memoryObjectStoreBackdoor } from "@vod/adapter-memory/t
 import { fakeMediaProcessor } from "@vod/contract-tests";
 import {
   type Asset,
+  AssetId,
   createVod,
   type Job,
   type MediaProcessor,
@@ -18,6 +19,7 @@ import {
   originKey,
   type Principal,
   renditionKey,
+  TenantId,
   type VodPorts,
 } from "@vod/core";
 import { catalogLinks } from "@vod/http";
@@ -94,7 +96,7 @@ describe("deleting an asset while it is processed (memory)", () => {
     const vod = createVod(ports);
     const now = clock.now();
     const tenant = {
-      id: "tnt_race",
+      id: TenantId("tnt_race"),
       slug: "race",
       name: "Race",
       plan: "free",
@@ -103,7 +105,7 @@ describe("deleting an asset while it is processed (memory)", () => {
     };
     await Effect.runPromise(storage.tenants.insert(tenant as never));
     const asset: Asset = {
-      ...newAssetDraft({ id: "asset_race0000000000000", tenant_id: tenant.id, now }),
+      ...newAssetDraft({ id: AssetId("asset_race0000000000000"), tenant_id: tenant.id, now }),
       status: "uploaded",
       origin_size_bytes: 4,
     };

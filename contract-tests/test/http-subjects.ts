@@ -33,7 +33,7 @@ import {
   testHostEnv,
   uid,
 } from "@vod/contract-tests";
-import type { ObjectStore } from "@vod/core";
+import { type ObjectStore, TenantId } from "@vod/core";
 import { inFastify } from "@vod/example-fastify";
 import {
   type HostConfig,
@@ -103,7 +103,7 @@ const subjectMaker =
       backdoor: {
         ...started.backdoor,
         setTenantStatus: (id: string, status: "active" | "suspended") =>
-          Effect.runPromise(Effect.asVoid(host.vod.tenants.setStatus(id, status))),
+          Effect.runPromise(Effect.asVoid(host.vod.tenants.setStatus(TenantId(id), status))),
       },
       objects: started.objects,
       telemetryEvents: started.telemetryEvents,

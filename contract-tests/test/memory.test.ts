@@ -1,6 +1,7 @@
 import { memoryJobQueue, memoryRateLimiter, memoryStorage } from "@vod/adapter-memory";
 import { memoryBackdoor } from "@vod/adapter-memory/testing";
 import { describeJobQueue, describeRateLimiter, describeStorage } from "@vod/contract-tests";
+import { AssetId, TenantId } from "@vod/core";
 import { Effect } from "effect";
 
 describeStorage("memory", async () => {
@@ -24,7 +25,11 @@ describeJobQueue("memory", async () => {
     enqueue: (assetId, options) =>
       Effect.runPromise(
         storage.transaction((tx) =>
-          tx.jobs.enqueue("process-asset", { tenant_id: "tnt_q", asset_id: assetId }, options),
+          tx.jobs.enqueue(
+            "process-asset",
+            { tenant_id: TenantId("tnt_q"), asset_id: AssetId(assetId) },
+            options,
+          ),
         ),
       ),
     leaseMs: 400,

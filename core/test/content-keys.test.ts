@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
+import { AssetId, TenantId } from "../src/domain/ids.js";
 import { openContentKey, sealContentKey } from "../src/use-cases/content-keys.js";
 import { wrapKey } from "../src/use-cases/sealing.js";
 
@@ -8,7 +9,7 @@ const random = (n: number) => new Uint8Array(randomBytes(n));
 describe("content keys at rest", () => {
   const masterKey = random(32);
   const key = random(16);
-  const owner = { tenantId: "ten_A", assetId: "ast_1" };
+  const owner = { tenantId: TenantId("ten_A"), assetId: AssetId("ast_1") };
 
   it("opens a key for the tenant and asset it was wrapped for", () => {
     const stored = sealContentKey(masterKey, key, random(12), owner);
@@ -18,11 +19,20 @@ describe("content keys at rest", () => {
 
   it("does not open it for another tenant's asset of the same id, or another asset of the tenant", () => {
     const stored = sealContentKey(masterKey, key, random(12), owner);
-    expect(() => openContentKey(masterKey, stored, { tenantId: "ten_B", assetId: "ast_1" })).toThrow();
-    expect(() => openContentKey(masterKey, stored, { tenantId: "ten_A", assetId: "ast_2" })).toThrow();
+    expect(() =>
+      openContentKey(masterKey, stored, { tenantId: TenantId("ten_B"), assetId: AssetId("ast_1") }),
+    ).toThrow();
+    expect(() =>
+      openContentKey(masterKey, stored, { tenantId: TenantId("ten_A"), assetId: AssetId("ast_2") }),
+    ).toThrow();
     // Ids that would run together if simply joined stay apart.
-    const joined = sealContentKey(masterKey, key, random(12), { tenantId: "ten_A", assetId: "x_y" });
-    expect(() => openContentKey(masterKey, joined, { tenantId: "ten_Ax", assetId: "_y" })).toThrow();
+    const joined = sealContentKey(masterKey, key, random(12), {
+      tenantId: TenantId("ten_A"),
+      assetId: AssetId("x_y"),
+    });
+    expect(() =>
+      openContentKey(masterKey, joined, { tenantId: TenantId("ten_Ax"), assetId: AssetId("_y") }),
+    ).toThrow();
   });
 
   it("does not open it with the tag stripped of its binding (the unbound form)", () => {

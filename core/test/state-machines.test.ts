@@ -20,6 +20,7 @@ import {
 } from "@vod/core";
 import { Either } from "effect";
 import { describe, expect, it } from "vitest";
+import { AssetId, PlaybackSessionId, TenantId, UploadId } from "../src/domain/ids.js";
 
 const NOW = Date.UTC(2026, 5, 1);
 const right = <A>(e: Either.Either<A, IllegalTransition>): A => {
@@ -34,10 +35,10 @@ const left = <A>(e: Either.Either<A, IllegalTransition>) => {
 /** The fields every expiring record below shares: made now, expiring a second later. */
 const lifetime = { created_at: NOW, expires_at: NOW + 1000 };
 /** Whose the sessions below are. */
-const ofAsset = { tenant_id: "tnt_1", asset_id: "ast_1" };
+const ofAsset = { tenant_id: TenantId("tnt_1"), asset_id: AssetId("ast_1") };
 
 describe("asset", () => {
-  const draft = newAssetDraft({ id: "ast_1", tenant_id: "tnt_1", now: NOW });
+  const draft = newAssetDraft({ id: AssetId("ast_1"), tenant_id: TenantId("tnt_1"), now: NOW });
   // Every source fact, so that the draft's nulls below cover them all.
   const source: Required<SourceMetadata> = {
     source_width: 1920,
@@ -61,7 +62,9 @@ describe("asset", () => {
       published_at: null,
       ...Object.fromEntries(Object.keys(source).map((fact) => [fact, null])),
     });
-    expect(newAssetDraft({ id: "a", tenant_id: "t", now: NOW, drm: true, title: "x" })).toMatchObject({
+    expect(
+      newAssetDraft({ id: AssetId("a"), tenant_id: TenantId("t"), now: NOW, drm: true, title: "x" }),
+    ).toMatchObject({
       drm_enabled: true,
       title: "x",
     });
@@ -159,7 +162,7 @@ describe("asset", () => {
 
 describe("upload session", () => {
   const session: UploadSession = {
-    id: "upl_1",
+    id: UploadId("upl_1"),
     ...ofAsset,
     status: "created",
     part_size: 8 * 1024 * 1024,
@@ -211,9 +214,15 @@ describe("upload session", () => {
 });
 
 describe("expiring records: live, ended once ended, expired at their expiry", () => {
-  const ofUser = { tenant_id: "tnt_1", user_id: "usr_1" };
+  const ofUser = { tenant_id: TenantId("tnt_1"), user_id: "usr_1" };
   const token: RefreshToken = { token_hash: "h", session_id: "ses_1", ...ofUser, ...lifetime, used_at: null };
-  const session: PlaybackSession = { id: "pbs_1", ...ofAsset, drm: false, ...lifetime, ended_at: null };
+  const session: PlaybackSession = {
+    id: PlaybackSessionId("pbs_1"),
+    ...ofAsset,
+    drm: false,
+    ...lifetime,
+    ended_at: null,
+  };
   const cases = [
     [
       "refresh token",
@@ -239,7 +248,7 @@ describe("expiring records: live, ended once ended, expired at their expiry", ()
 describe("API key", () => {
   const key: ApiKey = {
     id: "key_1",
-    tenant_id: "tnt_1",
+    tenant_id: TenantId("tnt_1"),
     name: "ci",
     prefix: "vod_abcdefgh",
     scopes: ["write"],

@@ -8,6 +8,7 @@ import {
   type Principal,
   type Sealer,
   sealer,
+  type TenantId,
   type Vod,
   type VodError,
 } from "@vod/core";
@@ -120,7 +121,7 @@ export const idempotent = (
   vod: Vod,
   request: RawRequest,
   call: {
-    readonly tenantId: string;
+    readonly tenantId: TenantId;
     /** `idempotencyPrincipal` of the credential. */
     readonly principal: string;
     readonly method: string;

@@ -228,22 +228,27 @@ const routes = {
 /** An entry's head from `routes`: its id, method, path, status and summary. */
 const route = (id: keyof typeof routes) => ({ id, ...routes[id] });
 
-/** An operation on the tenant's resource its path's `:id` names: who may, what it answers, the use case. */
-const onId = <O, OE>(
+/**
+ * An operation on the tenant's resource its path's `:id` names: who may, what it answers, the use
+ * case. The id takes the brand the use case asks for (an asset's, an upload's): the path names
+ * that kind of resource, and whether one exists is the use case's to say.
+ */
+const onId = <Id extends string, O, OE>(
   auth: Requirement,
   output: Schema.Schema<O, OE> | null,
-  use: (vod: Vod) => (principal: Principal, id: string) => Effect.Effect<O, VodError>,
+  use: (vod: Vod) => (principal: Principal, id: Id) => Effect.Effect<O, VodError>,
 ) => ({
   auth,
   input: params,
   output,
-  run: (vod: Vod, input: typeof params.Type, call: AuthedCall) => use(vod)(call.principal, input.params.id),
+  run: (vod: Vod, input: typeof params.Type, call: AuthedCall) =>
+    use(vod)(call.principal, input.params.id as Id),
 });
 
 /** An operation that ends the tenant's resource its path's `:id` names, answering 204 with no body. */
-const endingId = (
+const endingId = <Id extends string>(
   auth: Requirement,
-  use: (vod: Vod) => (principal: Principal, id: string) => Effect.Effect<void, VodError>,
+  use: (vod: Vod) => (principal: Principal, id: Id) => Effect.Effect<void, VodError>,
 ) => onId(auth, null, use);
 
 /** An operation of the tenant's made from its JSON body: who may, the body, the answer, the use case. */
@@ -444,7 +449,7 @@ export const getAsset = authedOperation({
 export const updateAsset = authedOperation({
   ...route("updateAsset"),
   auth: write,
-  input: Schema.Struct({ params: Rq.IdParams, body: Rq.UpdateAssetBody }),
+  input: Schema.Struct({ params: Rq.AssetIdParams, body: Rq.UpdateAssetBody }),
   output: AssetReply,
   run: (vod, { params, body }, call) => vod.assets.update(call.principal, params.id, body),
 });
@@ -474,7 +479,7 @@ export const abortUpload = authedOperation({
 export const completeUpload = authedOperation({
   ...route("completeUpload"),
   auth: write,
-  input: Schema.Struct({ params: Rq.IdParams, body: Rq.CompleteUploadBody }),
+  input: Schema.Struct({ params: Rq.UploadIdParams, body: Rq.CompleteUploadBody }),
   output: Schema.Struct({ upload: Rs.UploadSession, asset: Rs.Asset }),
   errors: ["UploadInProgress"],
   run: (vod, { params, body }, call) => vod.uploads.complete(call.principal, params.id, body),

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import type { Clock, IdKind, Ids } from "@vod/core";
+import type { Clock, IdKind, IdOf, Ids } from "@vod/core";
 
 export const systemClock = (): Clock => ({ now: () => Date.now() });
 
@@ -39,13 +39,13 @@ const ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz";
 
 /** `<prefix>_<20 random base36 chars>` (about 103 bits): readable in logs, unguessable. */
 export const randomIds = (): Ids => ({
-  id: (kind) => {
+  id: <K extends IdKind>(kind: K) => {
     let out = "";
     for (const b of randomBytes(40)) {
       if (b < 252) out += ALPHABET[b % 36];
       if (out.length === 20) break;
     }
-    return `${prefixes[kind]}_${out.padEnd(20, "0")}`;
+    return `${prefixes[kind]}_${out.padEnd(20, "0")}` as IdOf<K>;
   },
   randomBytes: (n) => new Uint8Array(randomBytes(n)),
 });

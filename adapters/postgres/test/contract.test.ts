@@ -1,7 +1,7 @@
 import { type PgBossQueue, pgBossQueue, postgresStorage } from "@vod/adapter-postgres";
 import { postgresBackdoor } from "@vod/adapter-postgres/testing";
 import { describeJobQueue, describeStorage } from "@vod/contract-tests";
-import type { EnqueueOptions } from "@vod/core";
+import { AssetId, type EnqueueOptions, TenantId } from "@vod/core";
 import { Effect } from "effect";
 import { afterAll, describe, expect, it } from "vitest";
 import { migratedOnce, onEachEngine } from "./engines.js";
@@ -53,7 +53,11 @@ onEachEngine(({ name, open }) => {
       enqueue: (assetId: string, options?: EnqueueOptions) =>
         Effect.runPromise(
           storage.transaction((tx) =>
-            tx.jobs.enqueue("process-asset", { tenant_id: "tnt_q", asset_id: assetId }, options),
+            tx.jobs.enqueue(
+              "process-asset",
+              { tenant_id: TenantId("tnt_q"), asset_id: AssetId(assetId) },
+              options,
+            ),
           ),
         ),
       leaseMs: 3_000,
@@ -82,10 +86,10 @@ onEachEngine(({ name, open }) => {
         );
         // Let the worker make its first (empty) fetch and go to sleep for its interval.
         await new Promise((r) => setTimeout(r, 1_500));
-        const assetId = `ast_wake_${Date.now()}`;
+        const assetId = AssetId(`ast_wake_${Date.now()}`);
         await Effect.runPromise(
           storage.transaction((tx) =>
-            tx.jobs.enqueue("process-asset", { tenant_id: "tnt_w", asset_id: assetId }),
+            tx.jobs.enqueue("process-asset", { tenant_id: TenantId("tnt_w"), asset_id: assetId }),
           ),
         );
         const until = Date.now() + 10_000;

@@ -14,7 +14,7 @@ import {
 } from "@vod/adapter-postgres";
 import { temporarySchemas } from "@vod/adapter-postgres/testing";
 import { suiteName, testServices } from "@vod/contract-tests";
-import { jobNames } from "@vod/core";
+import { AssetId, jobNames, TenantId } from "@vod/core";
 import { Cause, Effect, Exit } from "effect";
 import { afterAll, describe, expect, it } from "vitest";
 
@@ -220,7 +220,7 @@ describe.skipIf(databaseUrl === null)(
       await migrate(db);
       const storage = postgresStorage(db);
       const tenant = {
-        id: "tnt_a",
+        id: TenantId("tnt_a"),
         slug: "a",
         name: "a",
         plan: "free",
@@ -229,7 +229,7 @@ describe.skipIf(databaseUrl === null)(
       } as const;
       // 22021: a NUL byte in text. The request checks refuse it first; this is what is left if they do not.
       const exits: Array<Exit.Exit<unknown, unknown>> = [
-        await Effect.runPromiseExit(storage.assets.get("tnt_a", "ast_\u0000")),
+        await Effect.runPromiseExit(storage.assets.get(TenantId("tnt_a"), AssetId("ast_\u0000"))),
         await Effect.runPromiseExit(storage.tenants.insert({ ...tenant, name: "a\u0000b" })),
         await Effect.runPromiseExit(
           storage.transaction((tx) => tx.tenants.insert({ ...tenant, slug: "\u0000" })),
@@ -241,7 +241,7 @@ describe.skipIf(databaseUrl === null)(
       }
       // What the database reports as its own trouble stays a storage_error.
       await db.query("DROP TABLE assets CASCADE");
-      const missing = await Effect.runPromiseExit(storage.assets.get("tnt_a", "ast_1"));
+      const missing = await Effect.runPromiseExit(storage.assets.get(TenantId("tnt_a"), AssetId("ast_1")));
       expect(Exit.isFailure(missing) && Cause.isDie(missing.cause)).toBe(false);
       expect(Exit.isFailure(missing) && missing.cause.toString()).toMatch(/StorageError/);
     });

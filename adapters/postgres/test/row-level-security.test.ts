@@ -9,6 +9,7 @@ import {
   tenantScope,
 } from "@vod/adapter-postgres";
 import { anAsset, aTenant, suiteName, testServices, uid } from "@vod/contract-tests";
+import { TenantId } from "@vod/core";
 import { Effect } from "effect";
 import { beforeAll, describe, expect, it } from "vitest";
 import { migratedOnce, onEachEngine } from "./engines.js";
@@ -377,7 +378,7 @@ describe.skipIf(databaseUrl === null)(
         await Effect.runPromise(storage.tenants.insert(tenant));
         await Effect.runPromise(storage.assets.insert(asset));
         const mine = await Effect.runPromise(storage.assets.list(tenant.id, { limit: 10 }));
-        const others = await Effect.runPromise(storage.assets.list(uid("tnt"), { limit: 10 }));
+        const others = await Effect.runPromise(storage.assets.list(TenantId(uid("tnt")), { limit: 10 }));
         expect({ mine: mine.map((a) => a.id), others }).toEqual({ mine: [asset.id], others: [] });
         // The owner itself, outside the adapter's scope, sees no tenant's rows.
         expect((await db.query("SELECT id FROM assets")).rows).toEqual([]);

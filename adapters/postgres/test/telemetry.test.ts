@@ -6,7 +6,7 @@ import {
 } from "@vod/adapter-postgres";
 import { postgresTelemetryBackdoor } from "@vod/adapter-postgres/testing";
 import { describeRevocationStore, describeTelemetrySink, uid } from "@vod/contract-tests";
-import type { TelemetryEvent } from "@vod/core";
+import { AssetId, PlaybackSessionId, type TelemetryEvent, TenantId } from "@vod/core";
 import { Effect, Either } from "effect";
 import { describe, expect, it } from "vitest";
 import { migratedOnce, onEachEngine } from "./engines.js";
@@ -55,9 +55,9 @@ describe("postgresTelemetrySink on pglite: group commit", () => {
   };
   const events = (session: string, count: number): TelemetryEvent[] =>
     Array.from({ length: count }, (_, i) => ({
-      tenant_id: "tnt_gc",
-      session_id: session,
-      asset_id: "ast_gc",
+      tenant_id: TenantId("tnt_gc"),
+      session_id: PlaybackSessionId(session),
+      asset_id: AssetId("ast_gc"),
       received_at: 1_795_000_000_000,
       player_version: null,
       event: "heartbeat",

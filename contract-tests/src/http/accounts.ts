@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { TenantId } from "@vod/core";
 import { describe, expect, it } from "vitest";
 import {
   accessClaims,
@@ -622,7 +623,7 @@ export const describeAccounts = (makeSubject: MakeHttpSubject): void => {
         const memberId = `usr_${randomUUID().replaceAll("-", "").slice(0, 20)}`;
         await backdoor.insertUser({
           id: memberId,
-          tenant_id: owner.tenant.id,
+          tenant_id: TenantId(owner.tenant.id),
           email,
           email_verified: false,
           name: "Mia Member",

@@ -1,3 +1,4 @@
+import { TenantId } from "@vod/core";
 import { describe, expect, it } from "vitest";
 import {
   type CreatedApiKey,
@@ -247,7 +248,7 @@ export const describeApiKeys = (makeSubject: MakeHttpSubject): void => {
       await backdoor.insertApiKeys(
         Array.from({ length: 500 }, (_, i) => ({
           id: `key_decoy${String(i).padStart(4, "0")}${active.id.slice(-8)}`,
-          tenant_id: account.tenant.id,
+          tenant_id: TenantId(account.tenant.id),
           name: "decoy",
           prefix: "vod_decoy000",
           scopes: ["read"] as const,

@@ -1,10 +1,11 @@
 import { Either } from "effect";
+import type { TenantId } from "./ids.js";
 import type { Scope } from "./scope.js";
 import { illegal, type Transition } from "./transition.js";
 
 export interface ApiKey {
   readonly id: string;
-  readonly tenant_id: string;
+  readonly tenant_id: TenantId;
   readonly name: string;
   readonly prefix: string;
   readonly scopes: ReadonlyArray<Scope>;

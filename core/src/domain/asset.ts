@@ -1,4 +1,5 @@
 import { Either } from "effect";
+import type { AssetId, TenantId } from "./ids.js";
 import { illegal, type Transition } from "./transition.js";
 
 export const assetStatuses = ["pending", "uploaded", "processing", "ready", "failed"] as const;
@@ -43,8 +44,8 @@ export interface AssetRendition extends RenditionPlan {
 }
 
 export interface Asset extends SourceMetadata {
-  readonly id: string;
-  readonly tenant_id: string;
+  readonly id: AssetId;
+  readonly tenant_id: TenantId;
   readonly title: string;
   readonly status: AssetStatus;
   readonly failure_code: FailureCode | null;
@@ -73,8 +74,8 @@ const noSource: SourceMetadata = {
 
 /** A new draft: pending, private, every source_* field and the origin facts null. */
 export const newAssetDraft = (input: {
-  id: string;
-  tenant_id: string;
+  id: AssetId;
+  tenant_id: TenantId;
   title?: string | undefined;
   drm?: boolean | undefined;
   now: number;

@@ -1,4 +1,5 @@
 import type { Expiring } from "./expiry.js";
+import type { TenantId } from "./ids.js";
 
 /** What a link sent by mail does: confirm the user's email, or set a new password. */
 export const emailTokenPurposes = ["verify_email", "reset_password"] as const;
@@ -15,7 +16,7 @@ export interface EmailToken extends Expiring {
   /** SHA-256 (hex) of the token; the token itself is only in the mail. */
   readonly token_hash: string;
   readonly purpose: EmailTokenPurpose;
-  readonly tenant_id: string;
+  readonly tenant_id: TenantId;
   readonly user_id: string;
   /** The address it was sent to: it proves that address, no other. */
   readonly email: string;

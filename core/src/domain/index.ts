@@ -2,6 +2,7 @@ export * from "./api-key.js";
 export * from "./asset.js";
 export * from "./email-token.js";
 export * from "./expiry.js";
+export * from "./ids.js";
 export * from "./object-keys.js";
 export * from "./playback-session.js";
 export * from "./refresh-session.js";

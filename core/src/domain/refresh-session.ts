@@ -1,4 +1,5 @@
 import { type Expiring, expiryState } from "./expiry.js";
+import type { TenantId } from "./ids.js";
 
 /**
  * A refresh session is the family of every token pair descended from one sign-in.
@@ -6,7 +7,7 @@ import { type Expiring, expiryState } from "./expiry.js";
  */
 export interface RefreshSession {
   readonly id: string;
-  readonly tenant_id: string;
+  readonly tenant_id: TenantId;
   readonly user_id: string;
   readonly created_at: number;
   readonly revoked_at: number | null;
@@ -20,7 +21,7 @@ export interface RefreshToken extends Expiring {
   /** SHA-256 (hex) of the opaque token; the token itself is never stored. */
   readonly token_hash: string;
   readonly session_id: string;
-  readonly tenant_id: string;
+  readonly tenant_id: TenantId;
   readonly user_id: string;
   /** Set when the token was rotated; presenting it again is reuse. */
   readonly used_at: number | null;

@@ -1,10 +1,11 @@
+import type { TenantId } from "./ids.js";
 export const tenantPlans = ["free", "pro", "enterprise"] as const;
 export type TenantPlan = (typeof tenantPlans)[number];
 export const tenantStatuses = ["active", "suspended"] as const;
 export type TenantStatus = (typeof tenantStatuses)[number];
 
 export interface Tenant {
-  readonly id: string;
+  readonly id: TenantId;
   readonly slug: string;
   readonly name: string;
   readonly plan: TenantPlan;

@@ -1,4 +1,5 @@
 import { Either } from "effect";
+import type { AssetId, TenantId, UploadId } from "./ids.js";
 import { illegal, type Transition } from "./transition.js";
 
 export const uploadStatuses = ["created", "completed", "aborted", "expired"] as const;
@@ -26,9 +27,9 @@ export const expectedPartSize = (
     : session.size_bytes - session.part_size * (session.part_count - 1);
 
 export interface UploadSession {
-  readonly id: string;
-  readonly tenant_id: string;
-  readonly asset_id: string;
+  readonly id: UploadId;
+  readonly tenant_id: TenantId;
+  readonly asset_id: AssetId;
   /** As stored; read it through `uploadStatus`, which also knows about expiry. */
   readonly status: UploadStatus;
   readonly part_size: number;

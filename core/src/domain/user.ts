@@ -1,8 +1,9 @@
+import type { TenantId } from "./ids.js";
 import type { Role } from "./scope.js";
 
 export interface User {
   readonly id: string;
-  readonly tenant_id: string;
+  readonly tenant_id: TenantId;
   readonly email: string;
   readonly email_verified: boolean;
   readonly name: string | null;
@@ -22,7 +23,7 @@ export interface Identity {
   readonly provider: "google";
   readonly subject: string;
   readonly user_id: string;
-  readonly tenant_id: string;
+  readonly tenant_id: TenantId;
   readonly created_at: number;
 }
 

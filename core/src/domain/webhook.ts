@@ -1,3 +1,4 @@
+import type { TenantId } from "./ids.js";
 /** The events a webhook may subscribe to (DECISIONS "Webhooks"); `*` subscribes to all. */
 export const webhookEventTypes = [
   "asset.created",
@@ -20,7 +21,7 @@ export type WebhookSubscription = WebhookEventType | typeof ALL_EVENTS;
 /** An endpoint of a tenant that receives its events. */
 export interface Webhook {
   readonly id: string;
-  readonly tenant_id: string;
+  readonly tenant_id: TenantId;
   readonly url: string;
   /** Event types, or `["*"]`. */
   readonly events: ReadonlyArray<WebhookSubscription>;
@@ -45,7 +46,7 @@ export type DeliveryStatus = (typeof deliveryStatuses)[number];
 /** One event on its way to one webhook, and how its attempts went. */
 export interface WebhookDelivery {
   readonly id: string;
-  readonly tenant_id: string;
+  readonly tenant_id: TenantId;
   readonly webhook_id: string;
   /** The `webhook-id` header: the same on every attempt and redelivery of the event. */
   readonly event_id: string;

@@ -1,13 +1,14 @@
 import { Data, Effect } from "effect";
+import type { AssetId, TenantId, UploadId } from "../domain/ids.js";
 import type { StorageError } from "../errors.js";
 
 /** The jobs of the platform, by name, with their data. */
 export interface JobTypes {
   /** `upload_id`: the completed upload whose parts' declared sha256s processing checks. */
   readonly "process-asset": {
-    readonly tenant_id: string;
-    readonly asset_id: string;
-    readonly upload_id?: string;
+    readonly tenant_id: TenantId;
+    readonly asset_id: AssetId;
+    readonly upload_id?: UploadId;
   };
   /**
    * One chunk of a long source, `[start_ms, end_ms)` (`end_ms` null: to the end), encoded into
@@ -25,13 +26,13 @@ export interface JobTypes {
    * when it was deleted, removed from the object store; its playback sessions revoked again.
    */
   readonly "delete-asset": {
-    readonly tenant_id: string;
-    readonly asset_id: string;
-    readonly upload_ids: ReadonlyArray<string>;
+    readonly tenant_id: TenantId;
+    readonly asset_id: AssetId;
+    readonly upload_ids: ReadonlyArray<UploadId>;
   };
   /** One attempt at a webhook delivery, the one after `attempts` earlier ones. */
   readonly "deliver-webhook": {
-    readonly tenant_id: string;
+    readonly tenant_id: TenantId;
     readonly delivery_id: string;
     readonly attempts: number;
   };
@@ -40,15 +41,15 @@ export interface JobTypes {
    * `email` if there is one (looked up here, not in the request, which answers alike either way).
    */
   readonly "send-account-mail":
-    | { readonly purpose: "verify_email"; readonly tenant_id: string; readonly user_id: string }
+    | { readonly purpose: "verify_email"; readonly tenant_id: TenantId; readonly user_id: string }
     | { readonly purpose: "reset_password"; readonly email: string };
 }
 
 /** What the jobs of a chunked unit of renditions share. */
 export interface ChunkOfUnit {
-  readonly tenant_id: string;
-  readonly asset_id: string;
-  readonly upload_id?: string;
+  readonly tenant_id: TenantId;
+  readonly asset_id: AssetId;
+  readonly upload_id?: UploadId;
   readonly unit: ReadonlyArray<string>;
   readonly count: number;
   /**

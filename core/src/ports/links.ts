@@ -1,3 +1,5 @@
+import type { TenantId, UploadId } from "../domain/ids.js";
+
 /**
  * The addresses the use cases hand to clients (where a part is sent, what a player fetches), made
  * by whoever serves them: the core says what a link leads to, never how it is spelled, so each
@@ -6,9 +8,9 @@
 export interface Links {
   /** Where one part of an upload is sent, with the grant that lets it in (tenant, expiry, signature). */
   partUpload(part: {
-    readonly uploadId: string;
+    readonly uploadId: UploadId;
     readonly number: number;
-    readonly tenantId: string;
+    readonly tenantId: TenantId;
     readonly expiresSec: number;
     readonly signature: string;
   }): string;

@@ -2,6 +2,7 @@ import type { Effect, Option } from "effect";
 import type { ApiKey } from "../domain/api-key.js";
 import type { Asset, AssetDetails, AssetStatus } from "../domain/asset.js";
 import type { EmailToken, EmailTokenPurpose } from "../domain/email-token.js";
+import type { AssetId, PlaybackSessionId, TenantId, UploadId } from "../domain/ids.js";
 import type { PlaybackSession } from "../domain/playback-session.js";
 import type { RefreshSession, RefreshToken, RevokedReason } from "../domain/refresh-session.js";
 import type { Tenant, TenantStatus } from "../domain/tenant.js";
@@ -20,24 +21,24 @@ type Op<A, E = never> = Effect.Effect<A, E | StorageError>;
 
 export interface TenantRepository {
   insert(tenant: Tenant): Op<void>;
-  get(id: string): Op<Option.Option<Tenant>>;
-  setStatus(id: string, status: TenantStatus): Op<void>;
+  get(id: TenantId): Op<Option.Option<Tenant>>;
+  setStatus(id: TenantId, status: TenantStatus): Op<void>;
   /**
    * Inside a transaction: holds the tenant until it ends, so that creates counted against a
    * quota take turns (a count and its insert are one decision). Outside one it holds nothing.
    */
-  lock(id: string): Op<void>;
+  lock(id: TenantId): Op<void>;
 }
 
 export interface UserRepository {
   /** Conflict when the email is taken (without regard to case). */
   insert(user: UserRecord): Op<void, Conflict>;
-  get(tenantId: string, id: string): Op<Option.Option<UserRecord>>;
+  get(tenantId: TenantId, id: string): Op<Option.Option<UserRecord>>;
   /** Looks across tenants, without regard to case. */
   findByEmail(email: string): Op<Option.Option<UserRecord>>;
   /** null: the user has no password any more (signs in through its linked identity). */
-  setPasswordHash(tenantId: string, id: string, passwordHash: string | null): Op<void>;
-  setEmailVerified(tenantId: string, id: string, verified: boolean): Op<void>;
+  setPasswordHash(tenantId: TenantId, id: string, passwordHash: string | null): Op<void>;
+  setEmailVerified(tenantId: TenantId, id: string, verified: boolean): Op<void>;
 }
 
 export interface IdentityRepository {
@@ -48,12 +49,12 @@ export interface IdentityRepository {
 
 export interface RefreshSessionRepository {
   insertSession(session: RefreshSession): Op<void>;
-  getSession(tenantId: string, id: string): Op<Option.Option<RefreshSession>>;
+  getSession(tenantId: TenantId, id: string): Op<Option.Option<RefreshSession>>;
   /** Revokes one session; a revoked one keeps its first revoked_at and reason. */
-  revokeSession(tenantId: string, id: string, at: number, reason: RevokedReason): Op<void>;
+  revokeSession(tenantId: TenantId, id: string, at: number, reason: RevokedReason): Op<void>;
   /** Revokes every live session of the user except `exceptSessionId`. */
   revokeUserSessions(
-    tenantId: string,
+    tenantId: TenantId,
     userId: string,
     exceptSessionId: string | null,
     at: number,
@@ -79,43 +80,43 @@ export interface EmailTokenRepository {
    */
   use(tokenHash: string, purpose: EmailTokenPurpose, at: number): Op<Option.Option<EmailToken>>;
   /** Marks every unused token of the user of `purpose` used: a new password ends the other reset links. */
-  useAllOfUser(tenantId: string, userId: string, purpose: EmailTokenPurpose, at: number): Op<void>;
+  useAllOfUser(tenantId: TenantId, userId: string, purpose: EmailTokenPurpose, at: number): Op<void>;
 }
 
 export interface ApiKeyRepository {
   insert(key: ApiKey): Op<void>;
-  get(tenantId: string, id: string): Op<Option.Option<ApiKey>>;
+  get(tenantId: TenantId, id: string): Op<Option.Option<ApiKey>>;
   findByHash(keyHash: string): Op<Option.Option<ApiKey>>;
   /**
    * Newest first (created_at, then id, descending); with `status`, only the keys active at `now`
    * (neither revoked nor expired) or only the revoked ones.
    */
   list(
-    tenantId: string,
+    tenantId: TenantId,
     limit: number,
     filter?: { readonly status?: "active" | "revoked"; readonly now: number },
   ): Op<ReadonlyArray<ApiKey>>;
   /** How many of the tenant's keys are active at `now`: neither revoked nor expired. */
-  countActive(tenantId: string, now: number): Op<number>;
+  countActive(tenantId: TenantId, now: number): Op<number>;
   /** Sets revoked_at if it is not set yet. */
-  revoke(tenantId: string, id: string, at: number): Op<void>;
+  revoke(tenantId: TenantId, id: string, at: number): Op<void>;
   /** Sets revoked_at on every key of the tenant that has none; answers how many. */
-  revokeAll(tenantId: string, at: number): Op<number>;
-  touch(tenantId: string, id: string, at: number): Op<void>;
+  revokeAll(tenantId: TenantId, at: number): Op<number>;
+  touch(tenantId: TenantId, id: string, at: number): Op<void>;
 }
 
 /** A position in the newest-first order of assets: rows strictly after it come next. */
 export interface AssetKey {
   readonly created_at: number;
-  readonly id: string;
+  readonly id: AssetId;
 }
 
 export interface AssetRepository {
   insert(asset: Asset): Op<void>;
-  get(tenantId: string, id: string): Op<Option.Option<Asset>>;
+  get(tenantId: TenantId, id: AssetId): Op<Option.Option<Asset>>;
   /** Newest first by (created_at, id) descending, strictly after `after` when given. */
   list(
-    tenantId: string,
+    tenantId: TenantId,
     query: {
       readonly status?: AssetStatus | undefined;
       readonly limit: number;
@@ -130,42 +131,42 @@ export interface AssetRepository {
    */
   update(asset: Asset): Op<void>;
   /** Writes the given fields only; the asset as stored after it, none when it is not there. */
-  updateDetails(tenantId: string, id: string, details: AssetDetails): Op<Option.Option<Asset>>;
+  updateDetails(tenantId: TenantId, id: AssetId, details: AssetDetails): Op<Option.Option<Asset>>;
   /**
    * Deletes the asset: from then on `get`, `list`, `update` and `updateDetails` do not see it.
    * False when it was not there (deleted already, or another tenant's): of two racing deletes one
    * gets true.
    */
-  remove(tenantId: string, id: string, at: number): Op<boolean>;
+  remove(tenantId: TenantId, id: AssetId, at: number): Op<boolean>;
 }
 
 export interface UploadRepository {
   /** Conflict when the asset has an open (`created`) session already: at most one per asset. */
   insert(session: UploadSession): Op<void, Conflict>;
-  get(tenantId: string, id: string): Op<Option.Option<UploadSession>>;
+  get(tenantId: TenantId, id: UploadId): Op<Option.Option<UploadSession>>;
   /** The session whose status is stored as created for the asset, if any (it may be past expiry). */
-  findOpen(tenantId: string, assetId: string): Op<Option.Option<UploadSession>>;
+  findOpen(tenantId: TenantId, assetId: AssetId): Op<Option.Option<UploadSession>>;
   /** Moves a stored `created` session to `status`; false when it was not `created` any more. */
-  close(tenantId: string, id: string, status: "aborted" | "expired"): Op<boolean>;
+  close(tenantId: TenantId, id: UploadId, status: "aborted" | "expired"): Op<boolean>;
   /** Completes a stored `created` session; false when another call completed it first. */
-  complete(tenantId: string, id: string, at: number, parts: ReadonlyArray<UploadedPart>): Op<boolean>;
+  complete(tenantId: TenantId, id: UploadId, at: number, parts: ReadonlyArray<UploadedPart>): Op<boolean>;
   /** Sessions stored as created whose expiry has passed, oldest first. */
   listExpired(now: number, limit: number): Op<ReadonlyArray<UploadSession>>;
 }
 
 export interface PlaybackSessionRepository {
   insert(session: PlaybackSession): Op<void>;
-  get(tenantId: string, id: string): Op<Option.Option<PlaybackSession>>;
+  get(tenantId: TenantId, id: PlaybackSessionId): Op<Option.Option<PlaybackSession>>;
   /** Sets ended_at if it is not set yet. */
-  end(tenantId: string, id: string, at: number): Op<void>;
+  end(tenantId: TenantId, id: PlaybackSessionId, at: number): Op<void>;
   /**
    * Sets ended_at on every session of the asset that has none, and answers the asset's sessions
    * (ended now or before) whose expires_at is after `expiringAfter`: those whose tokens may still
    * be presented, so that their revocation can be written (again: revoking is idempotent).
    */
   endForAsset(
-    tenantId: string,
-    assetId: string,
+    tenantId: TenantId,
+    assetId: AssetId,
     at: number,
     expiringAfter: number,
   ): Op<ReadonlyArray<PlaybackSession>>;
@@ -173,8 +174,8 @@ export interface PlaybackSessionRepository {
 
 /** An asset's content key, kept only wrapped (encrypted under the master key). */
 export interface ContentKey {
-  readonly tenant_id: string;
-  readonly asset_id: string;
+  readonly tenant_id: TenantId;
+  readonly asset_id: AssetId;
   /** Key id, 32 lowercase hex characters. */
   readonly kid: string;
   /** The key wrapped by the master key (base64url of iv, ciphertext and tag). */
@@ -185,7 +186,7 @@ export interface ContentKey {
 export interface ContentKeyRepository {
   /** Keeps the first key of an asset: a retried processing run reuses it. */
   insertIfAbsent(key: ContentKey): Op<ContentKey>;
-  get(tenantId: string, assetId: string): Op<Option.Option<ContentKey>>;
+  get(tenantId: TenantId, assetId: AssetId): Op<Option.Option<ContentKey>>;
 }
 
 /** The answer a repeated request replays: status and body as first sent (null: no body). */
@@ -216,7 +217,7 @@ export interface IdempotencyKeyRepository {
    * absent, and a running one past `lockedUntil` (its node died) is claimed anew.
    */
   claim(
-    tenantId: string,
+    tenantId: TenantId,
     principal: string,
     key: string,
     fingerprint: string,
@@ -224,14 +225,14 @@ export interface IdempotencyKeyRepository {
   ): Op<IdempotencyClaim>;
   /** Stores the response of the claimed request: later claims answer Done with it. */
   complete(
-    tenantId: string,
+    tenantId: TenantId,
     principal: string,
     key: string,
     fingerprint: string,
     response: IdempotentResponse,
   ): Op<void>;
   /** Forgets a running claim whose response is not to be replayed: the key is free again. */
-  release(tenantId: string, principal: string, key: string, fingerprint: string): Op<void>;
+  release(tenantId: TenantId, principal: string, key: string, fingerprint: string): Op<void>;
   /** Deletes up to `limit` records past their expiry, of any tenant; answers how many. */
   deleteExpired(now: number, limit: number): Op<number>;
 }
@@ -239,29 +240,34 @@ export interface IdempotencyKeyRepository {
 export interface WebhookRepository {
   insert(webhook: Webhook): Op<void>;
   /** A webhook not deleted. */
-  get(tenantId: string, id: string): Op<Option.Option<Webhook>>;
+  get(tenantId: TenantId, id: string): Op<Option.Option<Webhook>>;
   /** Webhooks not deleted, newest first (created_at, then id, descending). */
-  list(tenantId: string, limit: number): Op<ReadonlyArray<Webhook>>;
+  list(tenantId: TenantId, limit: number): Op<ReadonlyArray<Webhook>>;
   /** How many of the tenant's webhooks are not deleted. */
-  count(tenantId: string): Op<number>;
+  count(tenantId: TenantId): Op<number>;
   /** Webhooks not deleted that subscribe to `type` (or to every type). */
-  listSubscribed(tenantId: string, type: WebhookEventType): Op<ReadonlyArray<Webhook>>;
+  listSubscribed(tenantId: TenantId, type: WebhookEventType): Op<ReadonlyArray<Webhook>>;
   /** Sets deleted_at if it is not set yet; false when there was no such live webhook. */
-  remove(tenantId: string, id: string, at: number): Op<boolean>;
+  remove(tenantId: TenantId, id: string, at: number): Op<boolean>;
   /** Sets deleted_at on every live webhook of the tenant; answers how many. */
-  removeAll(tenantId: string, at: number): Op<number>;
+  removeAll(tenantId: TenantId, at: number): Op<number>;
 }
 
 export interface WebhookDeliveryRepository {
   insert(delivery: WebhookDelivery): Op<void>;
-  get(tenantId: string, id: string): Op<Option.Option<WebhookDelivery>>;
+  get(tenantId: TenantId, id: string): Op<Option.Option<WebhookDelivery>>;
   /** The webhook's deliveries, newest first (created_at, then id, descending). */
-  listByWebhook(tenantId: string, webhookId: string, limit: number): Op<ReadonlyArray<WebhookDelivery>>;
+  listByWebhook(tenantId: TenantId, webhookId: string, limit: number): Op<ReadonlyArray<WebhookDelivery>>;
   /**
    * Records an attempt if, and only if, the delivery is still pending with `attemptsBefore`
    * attempts: of two runs of one attempt (at least once delivery of jobs) one records it.
    */
-  recordAttempt(tenantId: string, id: string, attemptsBefore: number, attempt: DeliveryAttempt): Op<boolean>;
+  recordAttempt(
+    tenantId: TenantId,
+    id: string,
+    attemptsBefore: number,
+    attempt: DeliveryAttempt,
+  ): Op<boolean>;
 }
 
 /**
@@ -269,8 +275,8 @@ export interface WebhookDeliveryRepository {
  * joined by commas, `unitKey`), which part of the source, and when its encoding was recorded done.
  */
 export interface AssetChunk {
-  readonly tenant_id: string;
-  readonly asset_id: string;
+  readonly tenant_id: TenantId;
+  readonly asset_id: AssetId;
   readonly unit: string;
   readonly chunk_index: number;
   readonly chunk_count: number;
@@ -285,15 +291,15 @@ export interface ChunkRepository {
   /** Records the asset's chunks, all of one asset, unless it has a ledger already: false then. */
   insertAll(chunks: ReadonlyArray<AssetChunk>): Op<boolean>;
   /** The asset's chunks by unit, then index. */
-  list(tenantId: string, assetId: string): Op<ReadonlyArray<AssetChunk>>;
+  list(tenantId: TenantId, assetId: AssetId): Op<ReadonlyArray<AssetChunk>>;
   /**
    * Marks one chunk done if it is not yet: `marked` whether this call did, `left` how many of
    * its unit are still not done after it. Inside a transaction, calls on one unit take turns
    * until it ends, so of the calls that mark a unit's last chunks exactly one sees `left` 0.
    */
   markDone(
-    tenantId: string,
-    assetId: string,
+    tenantId: TenantId,
+    assetId: AssetId,
     unit: string,
     index: number,
     at: number,

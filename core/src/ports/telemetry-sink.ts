@@ -1,11 +1,12 @@
 import type { Effect } from "effect";
+import type { AssetId, PlaybackSessionId, TenantId } from "../domain/ids.js";
 import type { StorageError } from "../errors.js";
 
 /** One player beacon event as stored: the spec's fields, the session it came from, the rest kept. */
 export interface TelemetryEvent {
-  readonly tenant_id: string;
-  readonly session_id: string;
-  readonly asset_id: string;
+  readonly tenant_id: TenantId;
+  readonly session_id: PlaybackSessionId;
+  readonly asset_id: AssetId;
   /** When the service took the batch (epoch ms). */
   readonly received_at: number;
   readonly player_version: string | null;

@@ -45,6 +45,11 @@ export const PresentedPassword = Schema.String.annotations(msg("must be a string
 
 const NonEmpty = Schema.String.pipe(Schema.minLength(1, msg("must not be empty")));
 
+// Ids a client names, branded by where they stand; whether one exists is the use case's to say.
+const AssetIdField = NonEmpty.pipe(Schema.brand("AssetId"));
+const UploadIdField = NonEmpty.pipe(Schema.brand("UploadId"));
+const TenantIdField = NonEmpty.pipe(Schema.brand("TenantId"));
+
 export const SignupBody = Schema.Struct({
   email: Email,
   password: NewPassword,
@@ -105,13 +110,15 @@ export const ListAssetsQuery = Schema.Struct({
 });
 
 export const IdParams = Schema.Struct({ id: NonEmpty });
+export const AssetIdParams = Schema.Struct({ id: AssetIdField });
+export const UploadIdParams = Schema.Struct({ id: UploadIdField });
 
 export const Sha256Hex = Schema.String.pipe(
   Schema.pattern(/^[0-9a-f]{64}$/, msg("must be 64 lowercase hexadecimal characters")),
 );
 
 export const StartUploadBody = Schema.Struct({
-  asset_id: NonEmpty,
+  asset_id: AssetIdField,
   size_bytes: Schema.Int.pipe(Schema.between(1, 107_374_182_400)),
   sha256: Schema.optional(Sha256Hex),
 });
@@ -130,18 +137,18 @@ export const CompleteUploadBody = Schema.Struct({
 
 /** The query of a part upload URL: tenant, expiry (epoch seconds) and signature. */
 export const PartUrlQuery = Schema.Struct({
-  t: NonEmpty,
+  t: TenantIdField,
   e: Schema.NumberFromString.pipe(Schema.int()),
   s: NonEmpty,
 });
 
 export const PartParams = Schema.Struct({
-  id: NonEmpty,
+  id: UploadIdField,
   number: Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, MAX_PART_COUNT)),
 });
 
 export const CreatePlaybackBody = Schema.Struct({
-  asset_id: NonEmpty,
+  asset_id: AssetIdField,
   ttl_seconds: Schema.optional(
     Schema.Int.pipe(Schema.between(PLAYBACK_TTL_MIN_SECONDS, PLAYBACK_TTL_MAX_SECONDS)),
   ),

@@ -1,6 +1,7 @@
 import { Effect, Option } from "effect";
 import type { VodConfig } from "../config.js";
 import { type EmailToken, type EmailTokenPurpose, emailTokenLifetimeMs } from "../domain/email-token.js";
+import type { TenantId } from "../domain/ids.js";
 import { normalizeEmail, publicUser } from "../domain/user.js";
 import { Conflict, InvalidRequest, type StorageError } from "../errors.js";
 import { type Job, JobFailed } from "../ports/job-queue.js";
@@ -144,7 +145,7 @@ export const makeAccountMail = (ports: VodPorts, config: VodConfig, forget: Forg
   /** Makes a token for the user, stores its hash, and mails the link. */
   const mailLink = (
     purpose: EmailTokenPurpose,
-    user: { readonly id: string; readonly tenant_id: string; readonly email: string },
+    user: { readonly id: string; readonly tenant_id: TenantId; readonly email: string },
   ) =>
     Effect.gen(function* () {
       const mailer = ports.mailer;

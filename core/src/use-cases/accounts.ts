@@ -1,5 +1,6 @@
 import { Effect, Option } from "effect";
 import type { VodConfig } from "../config.js";
+import type { TenantId } from "../domain/ids.js";
 import { type RevokedReason, refreshTokenState } from "../domain/refresh-session.js";
 import { defaultTenantName, slugify, type Tenant } from "../domain/tenant.js";
 import { publicUser, type User, type UserRecord } from "../domain/user.js";
@@ -54,7 +55,7 @@ export const makeAccounts = (ports: VodPorts, config: VodConfig, forget: Forget)
 
   /** Revokes a refresh session and drops what credential caches hold of it, so its tokens stop at once. */
   const revokeSession = (
-    session: { readonly tenant_id: string; readonly session_id: string },
+    session: { readonly tenant_id: TenantId; readonly session_id: string },
     now: number,
     reason: RevokedReason,
   ) =>
@@ -95,7 +96,7 @@ export const makeAccounts = (ports: VodPorts, config: VodConfig, forget: Forget)
 
   const limitAuthByIp = (clientIp: string) => limitByIp(ports, config, clientIp);
 
-  const requireActiveTenant = (tenantId: string) =>
+  const requireActiveTenant = (tenantId: TenantId) =>
     Effect.flatMap(storage.tenants.get(tenantId), (tenant) =>
       Option.isSome(tenant) && tenant.value.status === "active"
         ? Effect.succeed(tenant.value)

@@ -1,6 +1,7 @@
 import { Effect, Option } from "effect";
 import type { VodConfig } from "../config.js";
 import { assetDetailsChange, newAssetDraft } from "../domain/asset.js";
+import { AssetId, type TenantId, type UploadId } from "../domain/ids.js";
 import { chunksPrefix, originKey, renditionsPrefix } from "../domain/object-keys.js";
 import { InvalidRequest, NotFound, type StorageError } from "../errors.js";
 import { type Job, JobFailed } from "../ports/job-queue.js";
@@ -16,7 +17,7 @@ type CreateInput = typeof Requests.CreateAssetBody.Type;
 type UpdateInput = typeof Requests.UpdateAssetBody.Type;
 
 /** Ends and revokes an asset's playback sessions (playback-sessions.ts). */
-type EndPlayback = (tenantId: string, assetId: string) => Effect.Effect<void, StorageError>;
+type EndPlayback = (tenantId: TenantId, assetId: AssetId) => Effect.Effect<void, StorageError>;
 
 const assetNotFound = () => new NotFound({ message: "asset not found" });
 
@@ -25,13 +26,13 @@ const assetNotFound = () => new NotFound({ message: "asset not found" });
  * client can neither forge a position nor carry one to another tenant.
  */
 export const makeCursors = (secret: Uint8Array) => {
-  const sign = (tenantId: string, payload: string) =>
+  const sign = (tenantId: TenantId, payload: string) =>
     hmacBase64Url(secret, `${tenantId}\n${payload}`).slice(0, 22);
-  const encode = (tenantId: string, key: AssetKey): string => {
+  const encode = (tenantId: TenantId, key: AssetKey): string => {
     const payload = Buffer.from(`${key.created_at}.${key.id}`).toString("base64url");
     return `${payload}.${sign(tenantId, payload)}`;
   };
-  const decode = (tenantId: string, cursor: string): Effect.Effect<AssetKey, InvalidRequest> => {
+  const decode = (tenantId: TenantId, cursor: string): Effect.Effect<AssetKey, InvalidRequest> => {
     const bad = new InvalidRequest({
       message: "invalid cursor",
       details: { fields: [{ path: ["cursor"], message: "is not a cursor this service issued" }] },
@@ -44,7 +45,7 @@ export const makeCursors = (secret: Uint8Array) => {
     const createdAt = Number(text.slice(0, dot));
     const id = text.slice(dot + 1);
     if (dot < 1 || !Number.isSafeInteger(createdAt) || id.length === 0) return Effect.fail(bad);
-    return Effect.succeed({ created_at: createdAt, id });
+    return Effect.succeed({ created_at: createdAt, id: AssetId(id) });
   };
   return { encode, decode };
 };
@@ -92,11 +93,11 @@ export const makeAssets = (ports: VodPorts, config: VodConfig, endPlayback: EndP
       return { asset };
     });
 
-  const get = (principal: Principal, id: string) =>
+  const get = (principal: Principal, id: AssetId) =>
     Effect.map(orNotFound("asset")(storage.assets.get(principal.tenant.id, id)), (asset) => ({ asset }));
 
   /** Title and visibility; nothing else of an asset is the client's to change. */
-  const update = (principal: Principal, id: string, input: UpdateInput) =>
+  const update = (principal: Principal, id: AssetId, input: UpdateInput) =>
     storage.transaction((tx) =>
       Effect.gen(function* () {
         const tenantId = principal.tenant.id;
@@ -115,7 +116,7 @@ export const makeAssets = (ports: VodPorts, config: VodConfig, endPlayback: EndP
    * Its playback sessions are ended and revoked after the commit; the job does it again, which
    * covers a revocation that failed here and a session created while the delete ran.
    */
-  const remove = (principal: Principal, id: string) =>
+  const remove = (principal: Principal, id: AssetId) =>
     Effect.gen(function* () {
       const tenantId = principal.tenant.id;
       yield* storage.transaction((tx) =>
@@ -124,7 +125,7 @@ export const makeAssets = (ports: VodPorts, config: VodConfig, endPlayback: EndP
           if (!(yield* tx.assets.remove(tenantId, id, clock.now())))
             return yield* Effect.fail(assetNotFound());
           const open = yield* tx.uploads.findOpen(tenantId, id);
-          const uploadIds: string[] = [];
+          const uploadIds: UploadId[] = [];
           if (Option.isSome(open) && (yield* tx.uploads.close(tenantId, open.value.id, "aborted"))) {
             uploadIds.push(open.value.id);
             yield* recordEvent(tx, tenantId, "upload.aborted", {

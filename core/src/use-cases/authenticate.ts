@@ -1,5 +1,6 @@
 import { Effect, Option } from "effect";
 import { type ApiKey, apiKeyStatus, shouldTouch } from "../domain/api-key.js";
+import { TenantId } from "../domain/ids.js";
 import { includesScope, type Role, type Scope, scopeOfRole } from "../domain/scope.js";
 import type { Tenant } from "../domain/tenant.js";
 import { publicUser, type User } from "../domain/user.js";
@@ -144,7 +145,7 @@ export const makeCredentials = (
       feed.publish(revocation),
     );
 
-  const activeTenant = (tenantId: string): Effect.Effect<Tenant, Unauthorized | Forbidden | StorageError> =>
+  const activeTenant = (tenantId: TenantId): Effect.Effect<Tenant, Unauthorized | Forbidden | StorageError> =>
     Effect.flatMap(
       storage.tenants.get(tenantId),
       (tenant): Effect.Effect<Tenant, Unauthorized | Forbidden> =>
@@ -160,7 +161,7 @@ export const makeCredentials = (
    * and the part upload URLs ask on every request, so answered from memory for at most
    * `maxAgeMs` and dropped at once when the feed tells of a change to the tenant.
    */
-  const tenantIsActive = (tenantId: string): Effect.Effect<boolean, StorageError> => {
+  const tenantIsActive = (tenantId: TenantId): Effect.Effect<boolean, StorageError> => {
     const now = clock.now();
     const cached = tenantStatuses.get(tenantId);
     if (cached !== undefined && now - cached.at < maxAgeMs && now >= cached.at)
@@ -229,9 +230,11 @@ export const makeCredentials = (
         const verified = yield* Effect.mapError(tokenSigner.verify("access", token, { now }), (rejected) =>
           unauthorized(rejected.reason === "expired" ? "access token expired" : "invalid access token"),
         );
-        const { sub, tid, sid } = verified.claims;
-        if (typeof sub !== "string" || typeof tid !== "string" || typeof sid !== "string")
+        const { sub, sid } = verified.claims;
+        if (typeof sub !== "string" || typeof verified.claims.tid !== "string" || typeof sid !== "string")
           return yield* Effect.fail(unauthorized("invalid access token"));
+        // A claim of a token this platform signed: the tenant it was issued in.
+        const tid = TenantId(verified.claims.tid);
         const session = yield* storage.refreshSessions.getSession(tid, sid);
         if (Option.isNone(session) || session.value.revoked_at !== null)
           return yield* Effect.fail(unauthorized("session has ended"));

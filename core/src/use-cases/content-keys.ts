@@ -1,4 +1,5 @@
 import { Effect, Option } from "effect";
+import type { AssetId, TenantId } from "../domain/ids.js";
 import { InternalError } from "../errors.js";
 import type { Encryption } from "../ports/media-processor.js";
 import type { VodPorts } from "../tokens.js";
@@ -8,8 +9,8 @@ const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString("hex");
 
 /** Which asset of which tenant a content key belongs to. */
 export interface ContentKeyOwner {
-  readonly tenantId: string;
-  readonly assetId: string;
+  readonly tenantId: TenantId;
+  readonly assetId: AssetId;
 }
 
 /**
@@ -64,7 +65,7 @@ export const makeContentKeys = ({ clock, ids, storage }: VodPorts, masterKey: Ui
         }),
     });
 
-  const forPackaging = (tenantId: string, assetId: string) =>
+  const forPackaging = (tenantId: TenantId, assetId: AssetId) =>
     Effect.gen(function* () {
       const kid = ids.randomBytes(16);
       const stored = yield* storage.contentKeys.insertIfAbsent({
@@ -81,7 +82,7 @@ export const makeContentKeys = ({ clock, ids, storage }: VodPorts, masterKey: Ui
       return { keyId: stored.kid, key: hex(key) } satisfies Encryption;
     });
 
-  const find = (tenantId: string, assetId: string) =>
+  const find = (tenantId: TenantId, assetId: AssetId) =>
     Effect.gen(function* () {
       const stored = yield* storage.contentKeys.get(tenantId, assetId);
       if (Option.isNone(stored)) return Option.none<{ kid: Uint8Array; key: Uint8Array }>();

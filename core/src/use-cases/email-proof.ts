@@ -1,4 +1,5 @@
 import { Effect } from "effect";
+import type { TenantId } from "../domain/ids.js";
 import type { Repositories } from "../ports/repositories.js";
 
 /**
@@ -11,7 +12,7 @@ import type { Repositories } from "../ports/repositories.js";
  */
 export const proveEmail = (
   tx: Repositories,
-  user: { readonly tenant_id: string; readonly id: string; readonly email_verified: boolean },
+  user: { readonly tenant_id: TenantId; readonly id: string; readonly email_verified: boolean },
   now: number,
 ) =>
   Effect.gen(function* () {

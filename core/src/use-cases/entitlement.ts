@@ -12,7 +12,11 @@ import type { VerifyPlaybackToken } from "./playback-sessions.js";
 export const ENTITLEMENT_TTL_MS = 300_000;
 
 /** What a licence token carries: the playback session it was issued for. */
-const LicenseTokenClaims = Schema.Struct({ sid: Schema.String, tid: Schema.String, aid: Schema.String });
+const LicenseTokenClaims = Schema.Struct({
+  sid: Schema.String.pipe(Schema.brand("PlaybackSessionId")),
+  tid: Schema.String.pipe(Schema.brand("TenantId")),
+  aid: Schema.String.pipe(Schema.brand("AssetId")),
+});
 const decodeLicenseClaims = Schema.decodeUnknownOption(LicenseTokenClaims);
 export type LicenseClaims = typeof LicenseTokenClaims.Type;
 

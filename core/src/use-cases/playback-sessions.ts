@@ -1,4 +1,5 @@
 import { Effect, Either, Option, Schema } from "effect";
+import type { AssetId, PlaybackSessionId, TenantId } from "../domain/ids.js";
 import { PLAYBACK_TTL_DEFAULT_SECONDS, type PlaybackSession } from "../domain/playback-session.js";
 import { Forbidden, type StorageError, Unauthorized, UploadInProgress } from "../errors.js";
 import type { RevocationStore } from "../ports/revocation-store.js";
@@ -13,9 +14,9 @@ export const PLAYBACK_TOKEN_PREFIX = "v1.";
 export const TELEMETRY_GRACE_MS = 15 * 60_000;
 
 export interface PlaybackClaims {
-  readonly sessionId: string;
-  readonly tenantId: string;
-  readonly assetId: string;
+  readonly sessionId: PlaybackSessionId;
+  readonly tenantId: TenantId;
+  readonly assetId: AssetId;
   readonly drm: boolean;
   readonly expiresAt: number;
 }
@@ -39,9 +40,9 @@ export type VerifyPlaybackToken = (
  * short). Other claims of the token are ignored.
  */
 const PlaybackTokenClaims = Schema.Struct({
-  sid: Schema.String,
-  tid: Schema.String,
-  aid: Schema.String,
+  sid: Schema.String.pipe(Schema.brand("PlaybackSessionId")),
+  tid: Schema.String.pipe(Schema.brand("TenantId")),
+  aid: Schema.String.pipe(Schema.brand("AssetId")),
   drm: Schema.Boolean,
 });
 const decodeClaims = Schema.decodeUnknownOption(PlaybackTokenClaims);
@@ -104,7 +105,7 @@ export const makePlaybackSessions = (
     });
 
   /** Ends the session: its token stops working on every node within the revocation cache's age. */
-  const revoke = (principal: Principal, id: string) =>
+  const revoke = (principal: Principal, id: PlaybackSessionId) =>
     Effect.gen(function* () {
       const session = yield* orNotFound("playback session")(
         storage.playbackSessions.get(principal.tenant.id, id),
@@ -118,7 +119,7 @@ export const makePlaybackSessions = (
    * still be presented, telemetry's grace included. Safe to run again: a retried deletion job
    * writes the revocations once more.
    */
-  const endForAsset = (tenantId: string, assetId: string) =>
+  const endForAsset = (tenantId: TenantId, assetId: AssetId) =>
     Effect.gen(function* () {
       const now = clock.now();
       const sessions = yield* storage.playbackSessions.endForAsset(

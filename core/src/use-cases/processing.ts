@@ -8,6 +8,7 @@ import {
   type SourceMetadata,
   transitionAsset,
 } from "../domain/asset.js";
+import type { UploadId } from "../domain/ids.js";
 import {
   chunkKey,
   chunksPrefix,
@@ -249,7 +250,7 @@ export const makeProcessing = (
    * The asset's source. A store with local files hashed the origin when the upload completed; one
    * read as a stream has its declared sha256 checked on the way into the processor's scratch space.
    */
-  const sourceOfAsset = (asset: Asset, uploadId: string | undefined) =>
+  const sourceOfAsset = (asset: Asset, uploadId: UploadId | undefined) =>
     store.localPath
       ? Effect.succeed<MediaInput>(objectInput(originKey(asset.tenant_id, asset.id), "origin object"))
       : Effect.map(
@@ -462,7 +463,7 @@ export const makeProcessing = (
     asset: Asset,
     units: ReadonlyArray<ReadonlyArray<string>>,
     ranges: ReadonlyArray<SourceRange>,
-    uploadId: string | undefined,
+    uploadId: UploadId | undefined,
     hasAudio: boolean,
   ) => {
     const { tenant_id, id: asset_id } = asset;

@@ -1,4 +1,5 @@
 import { Effect } from "effect";
+import type { TenantId } from "../domain/ids.js";
 import type { Tenant, TenantStatus } from "../domain/tenant.js";
 import type { VodPorts } from "../tokens.js";
 import type { Forget } from "./authenticate.js";
@@ -10,7 +11,7 @@ import { orNotFound } from "./support.js";
  * its keys or sessions is refused (403) on every node.
  */
 export const makeTenants = ({ storage }: Pick<VodPorts, "storage">, forget: Forget) => {
-  const setStatus = (tenantId: string, status: TenantStatus) =>
+  const setStatus = (tenantId: TenantId, status: TenantStatus) =>
     Effect.gen(function* () {
       const tenant: Tenant = yield* orNotFound("tenant")(storage.tenants.get(tenantId));
       if (tenant.status !== status) yield* storage.tenants.setStatus(tenantId, status);
@@ -21,7 +22,7 @@ export const makeTenants = ({ storage }: Pick<VodPorts, "storage">, forget: Forg
 
   return {
     setStatus,
-    suspend: (tenantId: string) => setStatus(tenantId, "suspended"),
-    activate: (tenantId: string) => setStatus(tenantId, "active"),
+    suspend: (tenantId: TenantId) => setStatus(tenantId, "suspended"),
+    activate: (tenantId: TenantId) => setStatus(tenantId, "active"),
   };
 };

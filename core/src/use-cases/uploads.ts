@@ -1,6 +1,7 @@
 import { Effect, Either, Option } from "effect";
 import type { VodConfig } from "../config.js";
 import { type Asset, canStartUpload, transitionAsset } from "../domain/asset.js";
+import type { TenantId, UploadId } from "../domain/ids.js";
 import { originKey } from "../domain/object-keys.js";
 import { includesScope } from "../domain/scope.js";
 import {
@@ -64,8 +65,8 @@ const view = (session: UploadSession, now: number) => ({
  */
 export const declaredPartSha256 = (
   storage: VodPorts["storage"],
-  tenantId: string,
-  uploadId: string | undefined,
+  tenantId: TenantId,
+  uploadId: UploadId | undefined,
 ): Effect.Effect<PartChecksums | undefined, StorageError> =>
   uploadId === undefined
     ? Effect.succeed(undefined)
@@ -90,7 +91,7 @@ export const makeUploads = (ports: VodPorts, config: VodConfig, tenantIsActive: 
 
   // Part URLs of the media app carry the tenant, the expiry and an HMAC binding both to the
   // upload and part number: a URL is a write capability for exactly one part until it expires.
-  const signature = (tenantId: string, uploadId: string, n: number, expiresSec: number) =>
+  const signature = (tenantId: TenantId, uploadId: UploadId, n: number, expiresSec: number) =>
     hmacBase64Url(config.uploadUrlSecret, `part-url\n${tenantId}\n${uploadId}\n${n}\n${expiresSec}`);
 
   const mediaAppUrl = (session: UploadSession, n: number) => {
@@ -129,7 +130,7 @@ export const makeUploads = (ports: VodPorts, config: VodConfig, tenantIsActive: 
       return { ...session, status: "expired" as const };
     });
 
-  const getSession = (principal: Principal, id: string) =>
+  const getSession = (principal: Principal, id: UploadId) =>
     Effect.flatMap(orNotFound("upload")(storage.uploads.get(principal.tenant.id, id)), settleExpiry);
 
   const start = (principal: Principal, input: StartInput) =>
@@ -170,7 +171,7 @@ export const makeUploads = (ports: VodPorts, config: VodConfig, tenantIsActive: 
       return { upload: { id, asset_id, part_size, part_count, size_bytes, expires_at, parts } };
     });
 
-  const resume = (principal: Principal, id: string) =>
+  const resume = (principal: Principal, id: UploadId) =>
     Effect.gen(function* () {
       const session = yield* getSession(principal, id);
       const now = clock.now();
@@ -194,7 +195,13 @@ export const makeUploads = (ports: VodPorts, config: VodConfig, tenantIsActive: 
 
   /** A PUT on a part URL of the media app: the signed URL is the credential. */
   const receivePart = (
-    request: { uploadId: string; number: number; tenantId: string; expiresSec: number; signature: string },
+    request: {
+      uploadId: UploadId;
+      number: number;
+      tenantId: TenantId;
+      expiresSec: number;
+      signature: string;
+    },
     body: ByteStream,
   ) =>
     Effect.gen(function* () {
@@ -292,7 +299,7 @@ export const makeUploads = (ports: VodPorts, config: VodConfig, tenantIsActive: 
       asset,
     }));
 
-  const complete = (principal: Principal, id: string, input: CompleteInput) =>
+  const complete = (principal: Principal, id: UploadId, input: CompleteInput) =>
     Effect.gen(function* () {
       const session = yield* getSession(principal, id);
       const now = clock.now();
@@ -407,7 +414,7 @@ export const makeUploads = (ports: VodPorts, config: VodConfig, tenantIsActive: 
       }),
     );
 
-  const abort = (principal: Principal, id: string) =>
+  const abort = (principal: Principal, id: UploadId) =>
     Effect.gen(function* () {
       const session = yield* getSession(principal, id);
       const next = transitionUpload(session, { type: "abort" }, clock.now());

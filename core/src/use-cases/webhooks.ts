@@ -1,6 +1,7 @@
 import { Effect, Option, Schema } from "effect";
 import type { VodConfig } from "../config.js";
 import type { Asset, AssetRendition, FailureCode } from "../domain/asset.js";
+import type { TenantId } from "../domain/ids.js";
 import type { UploadSession } from "../domain/upload-session.js";
 import {
   afterAttempt,
@@ -44,7 +45,7 @@ const encodeRendition = Schema.encodeSync(Rs.AssetRendition);
 /** Records `type` for the tenant inside the caller's transaction. */
 export type RecordEvent = (
   tx: Repositories,
-  tenantId: string,
+  tenantId: TenantId,
   type: WebhookEventType,
   data: EventData,
 ) => Effect.Effect<void, StorageError>;

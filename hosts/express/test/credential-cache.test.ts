@@ -8,7 +8,7 @@ import { type ManualClock, manualClock, memoryStorage } from "@vod/adapter-memor
 import { temporarySchemas } from "@vod/adapter-postgres/testing";
 import { redisBackdoor } from "@vod/adapter-redis/testing";
 import { fakeMediaProcessor } from "@vod/contract-tests";
-import { CREDENTIAL_CACHE_MS, type Revocation } from "@vod/core";
+import { CREDENTIAL_CACHE_MS, type Revocation, TenantId } from "@vod/core";
 import { Effect } from "effect";
 import { afterAll, describe, expect, it } from "vitest";
 import { loadConfig, type RunningHost, startHost } from "../src/index.js";
@@ -109,12 +109,12 @@ describe("credential cache, one host without Redis", () => {
 
     expect(await status(host.url, two.key)).toBe(200);
     expect(await status(host.url, two.bearer)).toBe(200);
-    await Effect.runPromise(host.vod.tenants.suspend(two.tenantId));
+    await Effect.runPromise(host.vod.tenants.suspend(TenantId(two.tenantId)));
     const suspended = await call(host.url, "/v1/assets", { headers: two.key });
     expect(suspended.status).toBe(403);
     expect(suspended.body.code).toBe("forbidden");
     expect(await status(host.url, two.bearer)).toBe(403);
-    await Effect.runPromise(host.vod.tenants.activate(two.tenantId));
+    await Effect.runPromise(host.vod.tenants.activate(TenantId(two.tenantId)));
     expect(await status(host.url, two.key)).toBe(200);
   }, 30_000);
 });
@@ -356,7 +356,7 @@ describeWith(
       for (const { host } of [a, b, c]) expect(await statuses(host)).toEqual(served);
 
       const toldB = heard(b.host, (r) => r.kind === "tenant" && r.id === account.tenantId);
-      await Effect.runPromise(a.host.vod.tenants.suspend(account.tenantId));
+      await Effect.runPromise(a.host.vod.tenants.suspend(TenantId(account.tenantId)));
       await toldB;
       for (const { host } of [a, b]) expect(await statuses(host)).toEqual(refused);
       // c hears nothing (no Redis): it serves from what it cached until the cache's life is over.
@@ -365,7 +365,7 @@ describeWith(
       expect(await statuses(c.host)).toEqual(refused);
 
       const activated = heard(b.host, (r) => r.kind === "tenant" && r.id === account.tenantId);
-      await Effect.runPromise(a.host.vod.tenants.activate(account.tenantId));
+      await Effect.runPromise(a.host.vod.tenants.activate(TenantId(account.tenantId)));
       await activated;
       for (const { host } of [a, b]) expect(await statuses(host)).toEqual(served);
     }, 90_000);

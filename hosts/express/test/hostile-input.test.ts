@@ -6,6 +6,7 @@ import { ffmpegMediaProcessor } from "@vod/adapter-ffmpeg";
 import { filesystemObjectStore } from "@vod/adapter-filesystem";
 import { memoryStorage } from "@vod/adapter-memory";
 import { sendRawBytes } from "@vod/contract-tests";
+import { AssetId, TenantId } from "@vod/core";
 import { createLogger, type RunningHost } from "@vod/host-express";
 import { Effect, Option } from "effect";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -75,7 +76,7 @@ describe("hostile input and what the log says of it", () => {
     const created = await call(host.url, "/v1/assets", { body: { title: "ready" }, headers: auth });
     const tenantId: string = (await call(host.url, "/v1/auth/me", { headers: auth })).body.tenant.id;
     const assetId: string = created.body.asset.id;
-    const stored = await Effect.runPromise(storage.assets.get(tenantId, assetId));
+    const stored = await Effect.runPromise(storage.assets.get(TenantId(tenantId), AssetId(assetId)));
     if (Option.isNone(stored)) throw new Error("the created asset is not stored");
     await Effect.runPromise(storage.assets.update({ ...stored.value, status: "ready" }));
     const prefix = `renditions/${tenantId}/${assetId}/`;

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import type { AddressInfo } from "node:net";
 import { DataDirectoryInUse, prepareDatabase, TargetNotEmpty } from "@vod/adapter-postgres";
+import { TenantId } from "@vod/core";
 import { Cause, Effect, Exit, Option } from "effect";
 import { backup, RestoreRefused, restore } from "../backup.js";
 import { composeVod, openDatabase, queueDefinition } from "../compose.js";
@@ -55,7 +56,7 @@ const tenantCommand = async (args: ReadonlyArray<string>) => {
   );
   try {
     const exit = await Effect.runPromiseExit(
-      composed.vod.tenants.setStatus(tenantId, action === "suspend" ? "suspended" : "active"),
+      composed.vod.tenants.setStatus(TenantId(tenantId), action === "suspend" ? "suspended" : "active"),
     );
     if (Exit.isFailure(exit)) {
       const failure = Cause.failureOption(exit.cause);
