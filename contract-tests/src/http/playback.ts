@@ -26,6 +26,21 @@ import {
 } from "./client.js";
 import { expectRateLimited } from "./rate-limits.js";
 
+/** A browser's CORS preflight from a player page's origin; it must be allowed for that origin. */
+const corsPreflight = async (url: string, method: string, headers: string) => {
+  const preflight = await fetch(url, {
+    method: "OPTIONS",
+    headers: {
+      origin: "https://player.example",
+      "access-control-request-method": method,
+      "access-control-request-headers": headers,
+    },
+  });
+  expect(preflight.status).toBe(204);
+  expect(preflight.headers.get("access-control-allow-origin")).toBe("https://player.example");
+  return preflight;
+};
+
 // ---------------------------------------------------------------------------------------------
 // Wire shapes.
 
@@ -517,16 +532,7 @@ export const describePlayback = (makeSubject: MakeHttpSubject): void => {
         const h = subject();
         const c = await catalog(h);
         const { segment } = await walk((await session(h, c.clear)).urls.manifest);
-        const preflight = await fetch(segment, {
-          method: "OPTIONS",
-          headers: {
-            origin: "https://player.example",
-            "access-control-request-method": "GET",
-            "access-control-request-headers": "range",
-          },
-        });
-        expect(preflight.status).toBe(204);
-        expect(preflight.headers.get("access-control-allow-origin")).toBe("https://player.example");
+        const preflight = await corsPreflight(segment, "GET", "range");
         expect(preflight.headers.get("access-control-allow-methods")).toMatch(/\bGET\b/);
         expect(preflight.headers.get("access-control-allow-headers")).toMatch(/\brange\b/i);
       });
@@ -725,16 +731,7 @@ export const describePlayback = (makeSubject: MakeHttpSubject): void => {
         const h = subject();
         const c = await catalog(h);
         const { urls } = await session(h, c.drm);
-        const preflight = await fetch(urls.entitlement ?? "", {
-          method: "OPTIONS",
-          headers: {
-            origin: "https://player.example",
-            "access-control-request-method": "POST",
-            "access-control-request-headers": "authorization",
-          },
-        });
-        expect(preflight.status).toBe(204);
-        expect(preflight.headers.get("access-control-allow-origin")).toBe("https://player.example");
+        const preflight = await corsPreflight(urls.entitlement ?? "", "POST", "authorization");
         expect(preflight.headers.get("access-control-allow-headers")).toMatch(/\bauthorization\b/i);
       });
     });
@@ -831,16 +828,7 @@ export const describePlayback = (makeSubject: MakeHttpSubject): void => {
       it("answers the CORS preflight, allowing the licence header", async () => {
         const h = subject();
         const { licenceUrl } = await entitled(h);
-        const preflight = await fetch(licenceUrl, {
-          method: "OPTIONS",
-          headers: {
-            origin: "https://player.example",
-            "access-control-request-method": "POST",
-            "access-control-request-headers": "content-type,x-vod-license-token",
-          },
-        });
-        expect(preflight.status).toBe(204);
-        expect(preflight.headers.get("access-control-allow-origin")).toBe("https://player.example");
+        const preflight = await corsPreflight(licenceUrl, "POST", "content-type,x-vod-license-token");
         const allowed = (preflight.headers.get("access-control-allow-headers") ?? "")
           .split(",")
           .map((name) => name.trim().toLowerCase());
@@ -1069,16 +1057,7 @@ export const describePlayback = (makeSubject: MakeHttpSubject): void => {
         const h = subject();
         const c = await catalog(h);
         const { token, urls } = await session(h, c.clear);
-        const preflight = await fetch(urls.telemetry, {
-          method: "OPTIONS",
-          headers: {
-            origin: "https://player.example",
-            "access-control-request-method": "POST",
-            "access-control-request-headers": "content-type",
-          },
-        });
-        expect(preflight.status).toBe(204);
-        expect(preflight.headers.get("access-control-allow-origin")).toBe("https://player.example");
+        const preflight = await corsPreflight(urls.telemetry, "POST", "content-type");
         expect(preflight.headers.get("access-control-allow-headers")).toMatch(/\bcontent-type\b/i);
         const sent = await fetch(urls.telemetry, {
           method: "POST",
