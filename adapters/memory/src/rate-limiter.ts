@@ -25,12 +25,11 @@ export const memoryRateLimiter = (): RateLimiter => {
         windows.set(id, window);
         return decision(window.count, start, rule, now);
       }),
-    peek: (key, rule, now) =>
+    release: (key, rule, at) =>
       Effect.sync(() => {
-        const start = Math.floor(now / rule.windowMs) * rule.windowMs;
+        const start = Math.floor(at / rule.windowMs) * rule.windowMs;
         const current = windows.get(`${rule.windowMs}:${key}`);
-        const count = current && current.start === start ? current.count : 0;
-        return decision(count + 1, start, rule, now);
+        if (current && current.start === start && current.count > 0) current.count -= 1;
       }),
   };
 };

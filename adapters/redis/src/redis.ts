@@ -53,6 +53,12 @@ local count = redis.call('INCR', KEYS[1])
 if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 return count`;
 
+/** One hit taken back from a window's counter, never below zero (an expired window stays gone). */
+const RELEASE = `
+local count = tonumber(redis.call('GET', KEYS[1]) or '0')
+if count > 0 then return redis.call('DECR', KEYS[1]) end
+return 0`;
+
 const OUTAGE = "Redis unreachable, rate limits per node";
 
 const KINDS: ReadonlySet<string> = new Set<Revocation["kind"]>([
@@ -136,7 +142,11 @@ export const redisAdapters = (config: RedisConfig): RedisAdapters => {
           client.on("ready", onReady);
         });
   client.defineCommand("vodHit", { numberOfKeys: 1, lua: HIT });
-  const scripts = client as unknown as { vodHit(key: string, ttlMs: number): Promise<number> };
+  client.defineCommand("vodRelease", { numberOfKeys: 1, lua: RELEASE });
+  const scripts = client as unknown as {
+    vodHit(key: string, ttlMs: number): Promise<number>;
+    vodRelease(key: string): Promise<number>;
+  };
   const usable = () => state === "up" && client.status === "ready";
 
   const windowOf = (key: string, rule: RateRule, now: number) => {
@@ -159,16 +169,13 @@ export const redisAdapters = (config: RedisConfig): RedisAdapters => {
       (count) => decision(count, rule, end, now),
     );
   };
-  const sharedPeek: RateLimiter["peek"] = (key, rule, now) => {
-    const { id, end } = windowOf(key, rule, now);
-    return Effect.map(
+  const sharedRelease: RateLimiter["release"] = (key, rule, at) =>
+    Effect.asVoid(
       Effect.tryPromise({
-        try: () => client.get(id),
-        catch: (cause) => new StorageError({ message: "redis: reading a count failed", cause }),
+        try: () => scripts.vodRelease(windowOf(key, rule, at).id),
+        catch: (cause) => new StorageError({ message: "redis: releasing a hit failed", cause }),
       }),
-      (count) => decision(Number(count ?? 0) + 1, rule, end, now),
     );
-  };
   const fallback = config.fallbackRateLimiter;
   const commandTimeoutMs = config.commandTimeoutMs ?? 1_000;
   // The first connection is waited for (a command would fail before it is made); after that, a
@@ -176,10 +183,15 @@ export const redisAdapters = (config: RedisConfig): RedisAdapters => {
   const connected = Effect.suspend(() =>
     state === "connecting" ? Effect.promise(() => ready(commandTimeoutMs)) : Effect.void,
   );
-  /** Redis's answer while it has one, else the node's own (a read is not counted as a fallback hit). */
+  /** Redis's answer while it has one, else the node's own (a release is not counted as a fallback hit). */
   const orFallback =
-    (shared: RateLimiter["hit"], local: (fallback: RateLimiter) => RateLimiter["hit"]): RateLimiter["hit"] =>
-    (key, rule, now) =>
+    <A>(
+      shared: (key: string, rule: RateRule, now: number) => Effect.Effect<A, StorageError>,
+      local: (
+        fallback: RateLimiter,
+      ) => (key: string, rule: RateRule, now: number) => Effect.Effect<A, StorageError>,
+    ) =>
+    (key: string, rule: RateRule, now: number): Effect.Effect<A, StorageError> =>
       Effect.zipRight(
         connected,
         Effect.suspend(() => {
@@ -197,7 +209,7 @@ export const redisAdapters = (config: RedisConfig): RedisAdapters => {
       fallbackHits += 1;
       return node.hit(key, rule, now);
     }),
-    peek: orFallback(sharedPeek, (node) => node.peek),
+    release: orFallback(sharedRelease, (node) => node.release),
   };
 
   const listeners = new Set<(revocation: Revocation) => void>();

@@ -60,11 +60,11 @@ describe.skipIf(redisUrl === null)(
           await Effect.runPromise(rateLimiter.hit(key, { limit: 5, windowMs: 60_000 }, now));
         const stored = `rate:60000:${start}:${key}`;
         expect(await backdoor.entries(stored)).toEqual({ [stored]: "3" });
-        // A peek reads the counter and writes nothing.
-        await Effect.runPromise(rateLimiter.peek(key, { limit: 5, windowMs: 60_000 }, now));
-        expect(await backdoor.entries(stored)).toEqual({ [stored]: "3" });
-        await Effect.runPromise(rateLimiter.peek(uid("k"), { limit: 5, windowMs: 60_000 }, now));
-        expect(await backdoor.entries(`rate:60000:${start}:*`)).toEqual({ [stored]: "3" });
+        // A release takes one back; releasing a key never hit writes nothing.
+        await Effect.runPromise(rateLimiter.release(key, { limit: 5, windowMs: 60_000 }, now));
+        expect(await backdoor.entries(stored)).toEqual({ [stored]: "2" });
+        await Effect.runPromise(rateLimiter.release(uid("k"), { limit: 5, windowMs: 60_000 }, now));
+        expect(await backdoor.entries(`rate:60000:${start}:*`)).toEqual({ [stored]: "2" });
         const ttl = await backdoor.ttlMs(stored);
         expect(ttl).toBeGreaterThan(60_000);
         expect(ttl).toBeLessThanOrEqual(120_000);
@@ -115,11 +115,12 @@ describe.skipIf(redisUrl === null)(
         for (let i = 0; i < 3; i++)
           allowed.push((await Effect.runPromise(unreachable.rateLimiter.hit(key, rule, now))).allowed);
         expect(allowed).toEqual([true, true, false]);
-        // A peek reads the node's own count too, and is not a hit.
-        expect((await Effect.runPromise(unreachable.rateLimiter.peek(key, rule, now))).allowed).toBe(false);
-        expect(await Effect.runPromise(unreachable.rateLimiter.peek(uid("k"), rule, now))).toEqual({
+        // A release goes to the node's own count too.
+        await Effect.runPromise(unreachable.rateLimiter.release(key, rule, now));
+        await Effect.runPromise(unreachable.rateLimiter.release(key, rule, now));
+        expect(await Effect.runPromise(unreachable.rateLimiter.hit(key, rule, now))).toEqual({
           allowed: true,
-          remaining: 1,
+          remaining: 0,
         });
         // A revocation's message is dropped, not an error: the database has the revocation.
         await Effect.runPromise(unreachable.revocationFeed.publish({ kind: "api_key", id: uid("key") }));

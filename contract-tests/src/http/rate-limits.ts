@@ -160,6 +160,21 @@ export const describeRateLimits = (makeSubject: MakeHttpSubject): void => {
       );
     });
 
+    it("checks at most the limit's passwords of a burst of concurrent guesses, and not one more", async () => {
+      // Each guess is counted before its password is checked: a look first and a count after
+      // would let the whole burst past the look.
+      await withSubject(makeSubject, { VOD_RATE_LIMIT_LOGIN_PER_EMAIL: "5" }, async ({ api }) => {
+        const account = await signUp(api);
+        const answers = await Promise.all(
+          Array.from({ length: 20 }, (_, i) => login(api, account.email, `burst guess ${i}`, randomIp())),
+        );
+        const statuses = answers.map((a) => a.status).sort();
+        expect(statuses).toEqual([...Array(5).fill(401), ...Array(15).fill(429)]);
+        // Settled: the email stays refused, a right password included.
+        expectRateLimited(await login(api, account.email, account.password, randomIp()), 15 * 60);
+      });
+    });
+
     it("counts a wrong current password as a failed login of the email, and refuses a change over the limit", async () => {
       await withSubject(makeSubject, { VOD_RATE_LIMIT_LOGIN_PER_EMAIL_AND_IP: "3" }, async ({ api }) => {
         const account = await signUp(api);

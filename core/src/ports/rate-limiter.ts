@@ -18,8 +18,10 @@ export interface RateLimiter {
   /** Records one hit on `key` and says whether it is within `rule`. Atomic per key. */
   hit(key: string, rule: RateRule, now: number): Effect.Effect<RateDecision, StorageError>;
   /**
-   * Says whether one more hit on `key` would be within `rule`, without counting one: for limits
-   * that count only some outcomes (failed logins), checked before the work whose outcome is counted.
+   * Takes back one hit on `key` counted at `at` (the `now` its hit was given), never below zero:
+   * for limits that count only some outcomes (failed logins). The work is reserved with a hit
+   * first, so that concurrent attempts cannot all pass a check before any is counted, and the hit
+   * is released when the outcome is not one that counts. Atomic per key.
    */
-  peek(key: string, rule: RateRule, now: number): Effect.Effect<RateDecision, StorageError>;
+  release(key: string, rule: RateRule, at: number): Effect.Effect<void, StorageError>;
 }

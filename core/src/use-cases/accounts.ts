@@ -170,16 +170,21 @@ export const makeAccounts = (ports: VodPorts, config: VodConfig, forget: Forget)
   const login = (input: LoginInput, clientIp: string) =>
     Effect.gen(function* () {
       yield* limitAuthByIp(clientIp);
-      yield* failedLogins.refuseWhenOver(input.email, clientIp);
-      const found = yield* storage.users.findByEmail(input.email);
-      const hash =
-        Option.isSome(found) && found.value.password_hash !== null ? found.value.password_hash : null;
-      const ok = yield* passwordHasher.verify(hash ?? (yield* dummyHash), input.password);
-      if (!ok || hash === null || Option.isNone(found)) {
-        yield* failedLogins.count(input.email, clientIp);
+      const user = yield* failedLogins.attempt(
+        input.email,
+        clientIp,
+        Effect.gen(function* () {
+          const found = yield* storage.users.findByEmail(input.email);
+          const hash =
+            Option.isSome(found) && found.value.password_hash !== null ? found.value.password_hash : null;
+          const ok = yield* passwordHasher.verify(hash ?? (yield* dummyHash), input.password);
+          return ok && hash !== null ? found : Option.none();
+        }),
+        Option.isNone,
+      );
+      if (Option.isNone(user))
         return yield* Effect.fail(new Unauthorized({ message: "invalid email or password" }));
-      }
-      return yield* signIn(found.value);
+      return yield* signIn(user.value);
     });
 
   const google = (idToken: string, clientIp: string) =>
@@ -321,12 +326,16 @@ export const makeAccounts = (ports: VodPorts, config: VodConfig, forget: Forget)
           );
       } else {
         // A stolen access token must not make this an unthrottled password oracle: the login's limits.
-        yield* failedLogins.refuseWhenOver(principal.user.email, clientIp);
-        const ok = yield* passwordHasher.verify(hash ?? (yield* dummyHash), input.current_password);
-        if (!ok || hash === null) {
-          yield* failedLogins.count(principal.user.email, clientIp);
-          return yield* Effect.fail(new Unauthorized({ message: "current password is wrong" }));
-        }
+        const ok = yield* failedLogins.attempt(
+          principal.user.email,
+          clientIp,
+          Effect.map(
+            passwordHasher.verify(hash ?? (yield* dummyHash), input.current_password),
+            (right) => right && hash !== null,
+          ),
+          (right) => !right,
+        );
+        if (!ok) return yield* Effect.fail(new Unauthorized({ message: "current password is wrong" }));
       }
       const newHash = yield* passwordHasher.hash(input.new_password);
       const now = clock.now();
