@@ -270,7 +270,7 @@ describe("the packed packages, installed outside the workspace", () => {
       }
   }, 60_000);
 
-  it("run the host's vod bin: serve answers /healthz and the OpenAPI document, SIGTERM stops it with 0", async () => {
+  it("run the host's vod bin: serve, on its embedded default, answers /healthz, the OpenAPI document and a signup; SIGTERM stops it with 0", async () => {
     const usage = await run(join(allProject, "node_modules/.bin/vod"), ["help"], {
       cwd: allProject,
       env: cleanEnv(),
@@ -279,8 +279,7 @@ describe("the packed packages, installed outside the workspace", () => {
     const host = start(join(allProject, "node_modules/.bin/vod"), ["serve"], allProject, {
       PORT: "0",
       VOD_HOST: "127.0.0.1",
-      VOD_STORAGE: "memory",
-      VOD_OBJECT_STORE: "memory",
+      // PGlite in a child process of the host, started from the installed package's dist.
       VOD_DATA_DIR: join(work, "host-data"),
     });
     const line = await host.waitFor(/"port":\d+.*listening/);
@@ -289,6 +288,11 @@ describe("the packed packages, installed outside the workspace", () => {
     const openapi = await json(`${url}/v1/openapi.json`);
     expect(openapi.status).toBe(200);
     expect(openapi.body.openapi).toMatch(/^3\.1\./);
+    const signup = await json(`${url}/v1/auth/signup`, {
+      body: { email: "host@example.com", password: "correct horse battery" },
+    });
+    expect(signup.status).toBe(201);
+    expect(signup.body.user.email).toBe("host@example.com");
     host.child.kill("SIGTERM");
     expect(await host.exit).toBe(0);
   }, 90_000);
