@@ -1,5 +1,7 @@
 #!/usr/bin/env node
+import { realpathSync } from "node:fs";
 import type { AddressInfo } from "node:net";
+import { fileURLToPath } from "node:url";
 import { DataDirectoryInUse, prepareDatabase, TargetNotEmpty } from "@vod/adapter-postgres";
 import { TenantId } from "@vod/core";
 import { Cause, Effect, Exit, Option } from "effect";
@@ -250,5 +252,16 @@ export const main = async (argv: ReadonlyArray<string>) => {
   }
 };
 
-// Run when executed directly (`node dist/bin/vod.js serve`), not when imported.
-if (import.meta.url === `file://${process.argv[1]}`) await main(process.argv.slice(2));
+/**
+ * Run when executed (`node dist/bin/vod.js serve`, or `npx vod serve` from an install), not when
+ * imported. npm installs the bin as a symlink in `node_modules/.bin`, and node runs the file it
+ * points at: compare real paths, not the path typed.
+ */
+const executed = (script: string | undefined) => {
+  try {
+    return script !== undefined && realpathSync(script) === fileURLToPath(import.meta.url);
+  } catch {
+    return false;
+  }
+};
+if (executed(process.argv[1])) await main(process.argv.slice(2));
