@@ -202,4 +202,36 @@ describe("deploy files", () => {
     const media = loadConfig(env).media;
     expect([media.ffmpegPath, media.ffprobePath]).toEqual(["/usr/bin/ffmpeg", "/usr/bin/ffprobe"]);
   });
+
+  it("keep in the image every workspace the host loads at run time, and no other", () => {
+    const dockerfile = read("Dockerfile");
+    const kept = /p\.workspaces=\[([^\]]*)\]/
+      .exec(dockerfile)?.[1]
+      ?.match(/'([^']+)'/g)
+      ?.map((w) => w.slice(1, -1));
+    const copied = /for ws in ([^;]+); do/.exec(dockerfile)?.[1]?.trim().split(/\s+/);
+    expect(copied).toEqual(kept);
+    // The host's @vod dependencies, and theirs, each lives under one of the kept patterns.
+    const manifest = (dir: string) =>
+      JSON.parse(read(`${dir}/package.json`)) as { name: string; dependencies?: Record<string, string> };
+    const dirs = [
+      "core",
+      "http",
+      ...["adapters", "hosts"].flatMap((top) => readdirSync(join(root, top)).map((name) => `${top}/${name}`)),
+    ];
+    const byName = new Map(dirs.map((dir) => [manifest(dir).name, dir]));
+    const needed = new Set<string>();
+    const visit = (dir: string) => {
+      if (needed.has(dir)) return;
+      needed.add(dir);
+      for (const dep of Object.keys(manifest(dir).dependencies ?? {}))
+        if (dep.startsWith("@vod/")) visit(byName.get(dep) ?? `missing ${dep}`);
+    };
+    visit("hosts/express");
+    const covered = (dir: string) =>
+      (kept ?? []).some((pattern) =>
+        pattern.endsWith("/*") ? dir.startsWith(pattern.slice(0, -1)) : dir === pattern,
+      );
+    expect([...needed].filter((dir) => !covered(dir))).toEqual([]);
+  });
 });
