@@ -245,8 +245,14 @@ export const composeVod = async (
       label = "memory";
     } else {
       db = await openDatabase(config, overrides.logger, { reach: role.reach ?? false });
+      // Said at start so that a first start, which creates the schema, is not taken for a hang.
+      overrides.logger?.info({ engine: db.engine }, "migrating the database…");
       // Each takes the start-up lock for its part, so processes starting together take turns.
-      await migrate(db);
+      const applied = await migrate(db);
+      overrides.logger?.info(
+        { engine: db.engine, applied },
+        applied.length === 0 ? "database up to date" : `database migrated: ${applied.join(", ")}`,
+      );
       // Jobs live in the same database, so enqueues commit with the records that make them due.
       boss = await pgBossQueue(db, {
         ...queueDefinition(config),

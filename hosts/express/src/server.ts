@@ -115,7 +115,10 @@ export const startHost = async (config: HostConfig, options: HostOptions = {}): 
       concurrency: config.jobs.workerConcurrency,
       logger,
     });
-  logger.info({ port, base_url: effective.baseUrl, storage: composed.storage }, "vod host listening");
+  logger.info(
+    { port, base_url: effective.baseUrl, storage: composed.storage },
+    `listening on ${config.host}:${port}; the API at ${effective.baseUrl}, its reference at ${effective.baseUrl}/docs`,
+  );
 
   let closing: Promise<void> | undefined;
   const close = (graceMs = config.shutdownGraceSeconds * 1000) => {

@@ -106,7 +106,7 @@ it("warns at start, naming the build and how to install ffmpeg, when only the np
   expect(fallback[warning]?.msg).toContain("brew install ffmpeg");
   expect(fallback[warning]?.ffmpeg).toMatch(/node_modules\/@ffmpeg-installer\//);
   // Given with the start, before the host says it listens.
-  expect(warning).toBeLessThan(fallback.findIndex((l) => l.msg === "vod host listening"));
+  expect(warning).toBeLessThan(fallback.findIndex((l) => l.msg.startsWith("listening on ")));
 
   // A system ffmpeg and ffprobe on the search path (stand-ins: only found, never run here).
   const bin = await mkdtemp(join(tmpdir(), "vod-bin-"));
@@ -114,7 +114,7 @@ it("warns at start, naming the build and how to install ffmpeg, when only the np
     for (const tool of ["ffmpeg", "ffprobe"])
       await writeFile(join(bin, tool), "#!/bin/sh\n", { mode: 0o755 });
     const system = await startLog(bin);
-    expect(system.some((l) => l.msg === "vod host listening")).toBe(true);
+    expect(system.some((l) => l.msg.startsWith("listening on "))).toBe(true);
     expect(system.filter((l) => l.level >= 40)).toEqual([]);
   } finally {
     await rm(bin, { recursive: true, force: true });
