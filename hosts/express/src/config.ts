@@ -262,6 +262,7 @@ const Env = Schema.Struct({
       default: () => "info" as const,
     },
   ),
+  VOD_LOG_FORMAT: Schema.optional(Schema.Literal("json", "pretty")),
 });
 
 export interface HostConfig {
@@ -389,6 +390,8 @@ export interface HostConfig {
   /** The public URLs that were not set and so follow PORT (and the port actually bound, for 0). */
   readonly defaultedUrls: ReadonlyArray<"baseUrl" | "mediaUrl" | "drmUrl" | "appUrl">;
   readonly logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
+  /** Unset: pretty on a terminal, JSON lines otherwise (`createLogger`). */
+  readonly logFormat?: "json" | "pretty" | undefined;
 }
 
 export class ConfigError extends Error {
@@ -507,5 +510,6 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
       ...(e.VOD_APP_URL || e.VOD_BASE_URL ? [] : (["appUrl"] as const)),
     ],
     logLevel: e.VOD_LOG_LEVEL,
+    logFormat: e.VOD_LOG_FORMAT,
   };
 };

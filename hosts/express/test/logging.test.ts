@@ -1,7 +1,9 @@
+import { spawn } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
+import { fileURLToPath } from "node:url";
 import { memoryJobQueue, memoryStorage } from "@vod/adapter-memory";
 import { suiteName, temporarySchemas, testServices } from "@vod/contract-tests";
 import { createLogger, loadConfig, startHost } from "@vod/host-express";
@@ -203,3 +205,62 @@ describe.skipIf(databaseUrl === null)(
     });
   },
 );
+
+it("logs a warn's error by type, message and code, without its stack; an error keeps its stack", () => {
+  const log = capturedLog();
+  const refused = Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:6379"), { code: "ECONNREFUSED" });
+  log.logger.warn({ err: refused, attempt: 2 }, "redis unreachable");
+  log.logger.error({ err: new Error("a defect") }, "stop failed");
+  const [warn, error] = log.lines<{ level: number; attempt?: number; err: Record<string, unknown> }>();
+  expect(warn).toMatchObject({ level: 40, attempt: 2, msg: "redis unreachable" });
+  expect(warn?.err).toEqual({
+    type: "Error",
+    message: "connect ECONNREFUSED 127.0.0.1:6379",
+    code: "ECONNREFUSED",
+  });
+  expect(error?.level).toBe(50);
+  expect(error?.err.stack).toMatch(/^Error: a defect\n\s+at /);
+});
+
+it("writes pino-pretty's readable lines when asked, and on a terminal by default; JSON lines into a pipe", async () => {
+  let text = "";
+  const sink = new Writable({
+    write(chunk, _enc, done) {
+      text += chunk;
+      done();
+    },
+  });
+  createLogger("info", sink, "pretty").info({ asset_id: "ast_1" }, "processing done");
+  expect(text).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: processing done\n {4}asset_id: "ast_1"\n$/);
+
+  // `vod serve` under a pseudo-terminal (util-linux's script), then into a pipe.
+  const serveFor = async (command: string, args: ReadonlyArray<string>) => {
+    const child = spawn(command, [...args], {
+      env: { ...process.env, VOD_STORAGE: "memory", PORT: "0", VOD_HOST: "127.0.0.1", VOD_LOG_LEVEL: "info" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let output = "";
+    child.stdout.on("data", (d) => {
+      output += d;
+    });
+    const deadline = Date.now() + 30_000;
+    while (!output.includes("listening on") && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 100));
+    child.kill("SIGTERM");
+    await new Promise((r) => child.once("exit", r));
+    return output;
+  };
+  const cli = fileURLToPath(new URL("../dist/bin/vod.js", import.meta.url));
+  const terminal = await serveFor("script", ["-qec", `${process.execPath} ${cli} serve`, "/dev/null"]);
+  // Coloured: the level in green, the message in cyan.
+  const ESC = "\u001b";
+  expect(terminal).toContain(`${ESC}[32mINFO${ESC}[39m: ${ESC}[36mlistening on 127.0.0.1:`);
+  expect(terminal).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] /m);
+  const piped = await serveFor(process.execPath, [cli, "serve"]);
+  const listening = piped
+    .split("\n")
+    .filter((l) => l !== "")
+    .map((l) => JSON.parse(l) as { msg: string; level: number })
+    .find((l) => l.msg.startsWith("listening on"));
+  expect(listening?.level).toBe(30);
+}, 60_000);

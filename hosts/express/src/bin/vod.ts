@@ -113,7 +113,7 @@ const workerCommand = async () => {
       "vod worker shares the queue through a database server: set VOD_DATABASE_URL " +
         "(the embedded default runs its worker inside `vod serve`)",
     );
-  const logger = createLogger(config.logLevel);
+  const logger = createLogger(config.logLevel, undefined, config.logFormat);
   const composed = await composeVod(
     config,
     { onQueueError: (err) => logger.warn({ err }, "job queue error"), logger },
