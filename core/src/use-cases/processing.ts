@@ -27,6 +27,7 @@ import {
   type Rendition,
   type SourceRange,
 } from "../ports/media-processor.js";
+import { timedStage } from "../ports/processing-stages.js";
 import type { AssetChunk } from "../ports/repositories.js";
 import type { VodPorts } from "../tokens.js";
 import { makeContentKeys } from "./content-keys.js";
@@ -326,7 +327,7 @@ export const makeProcessing = (
 
       const result = yield* Effect.either(
         Effect.gen(function* () {
-          const probed = yield* media.probe(input);
+          const probed = yield* media.probe(input).pipe(timedStage("probe"));
           const source = sourceOf(probed);
           if (!probed.has_video) return yield* Effect.fail(verdict("invalid_media", "no video stream"));
           if ((probed.source_duration_ms ?? 0) > config.processing.maxSourceDurationMs)
@@ -656,7 +657,7 @@ export const makeProcessing = (
       const made = yield* Effect.either(
         Effect.gen(function* () {
           const input = yield* sourceOfAsset(asset, job.data.upload_id);
-          const probed = yield* media.probe(input);
+          const probed = yield* media.probe(input).pipe(timedStage("probe"));
           const encryption = yield* encryptionOf(asset);
           const master = playable ? yield* storedMaster(asset) : undefined;
           return yield* join(

@@ -1,14 +1,15 @@
 import { spawn } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
-import { memoryJobQueue, memoryStorage } from "@vod/adapter-memory";
+import { memoryJobQueue, memoryObjectStore, memoryStorage } from "@vod/adapter-memory";
 import { suiteName, temporarySchemas, testServices } from "@vod/contract-tests";
 import { createLogger, loadConfig, startHost } from "@vod/host-express";
 import { loggedPath } from "@vod/http";
 import { afterAll, describe, expect, it } from "vitest";
+import { makeVideo, settledAsset, signUp, uploadAsset } from "./support.js";
 
 /** A logger whose lines the test reads: as written (`text`) and parsed (`lines`). */
 const capturedLog = () => {
@@ -264,3 +265,63 @@ it("writes pino-pretty's readable lines when asked, and on a terminal by default
     .find((l) => l.msg.startsWith("listening on"));
   expect(listening?.level).toBe(30);
 }, 60_000);
+
+it("logs each stage of a processing job with its time, at info, between started and done", async () => {
+  const log = capturedLog();
+  const dir = await mkdtemp(join(tmpdir(), "vod-log-"));
+  const storage = memoryStorage();
+  // Objects in memory: the worker copies the source from the store (the fetch stage).
+  const host = await startHost(
+    loadConfig({ PORT: "0", VOD_HOST: "127.0.0.1", VOD_DATA_DIR: dir, VOD_WORKER_CONCURRENCY: "1" }),
+    { storage, jobQueue: memoryJobQueue(storage), objectStore: memoryObjectStore(), logger: log.logger },
+  );
+  try {
+    const file = join(dir, "src.mp4");
+    await makeVideo(file, { width: 640, height: 360, seconds: 2 });
+    const auth = await signUp(host.url, "stages");
+    const { assetId } = await uploadAsset(host.url, auth, await readFile(file));
+    const asset = await settledAsset(host.url, auth, assetId);
+    expect(asset.status).toBe("ready");
+    type Line = {
+      level: number;
+      msg: string;
+      asset_id?: string;
+      stage?: string;
+      ms?: number;
+      renditions?: string[];
+    };
+    const job = log.lines<Line>().filter((l) => l.asset_id === assetId);
+    const stages = job.filter((l) => l.stage !== undefined);
+    for (const line of stages) {
+      expect(line.level).toBe(30);
+      expect(line.ms).toBeGreaterThanOrEqual(0);
+      expect(line.msg).toBe(`processing ${line.stage} took ${line.ms} ms`);
+    }
+    // 360p is the first unit (the asset is ready with it), 240p the second.
+    // The poster is made while the first unit encodes: it ends before that unit's upload.
+    const poster = stages.findIndex((l) => l.stage === "poster");
+    expect(stages.filter((l) => l.stage === "poster")).toHaveLength(1);
+    expect(poster).toBeLessThan(stages.findIndex((l) => l.stage === "upload"));
+    const sequence = stages.filter((l) => l.stage !== "poster");
+    expect(sequence.map((l) => [l.stage, l.renditions?.join(",")])).toEqual([
+      ["fetch", undefined],
+      ["probe", undefined],
+      ["fetch", undefined],
+      ["encode", "360p"],
+      ["package", "360p"],
+      ["upload", "360p"],
+      ["fetch", undefined],
+      ["encode", "240p"],
+      ["package", "240p"],
+      ["upload", "240p"],
+    ]);
+    const messages = job.map((l) => l.msg);
+    expect(messages.indexOf("processing started")).toBeLessThan(messages.indexOf(stages[0]?.msg ?? ""));
+    expect(messages.indexOf("processing done")).toBeGreaterThan(
+      messages.lastIndexOf(stages.at(-1)?.msg ?? ""),
+    );
+  } finally {
+    await host.close(1_000);
+    await rm(dir, { recursive: true, force: true });
+  }
+}, 120_000);
