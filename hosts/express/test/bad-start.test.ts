@@ -64,6 +64,20 @@ describe("a start that cannot succeed says why in one line and exits with its co
     );
   });
 
+  it("an ffmpeg that is not there: 78, naming VOD_FFMPEG_PATH", async () => {
+    const result = await run([cli, "serve"], {
+      VOD_FFMPEG_PATH: "/nonexistent/ffmpeg",
+      VOD_STORAGE: "memory",
+      PORT: "0",
+      VOD_DATA_DIR: await scratch.dir(),
+    });
+    expectOneLine(
+      result,
+      78,
+      /^vod: invalid configuration: VOD_FFMPEG_PATH: "\/nonexistent\/ffmpeg" is not an executable file\n$/,
+    );
+  });
+
   it("a port in use: 71, naming PORT", async () => {
     const taken = createServer();
     await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
