@@ -1,4 +1,5 @@
 import "reflect-metadata";
+import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { argon2PasswordHasher } from "@vod/adapter-argon2";
 import { ffmpegImageMaker, ffmpegMediaProcessor, ToolNotFound } from "@vod/adapter-ffmpeg";
@@ -260,6 +261,12 @@ export const composeVod = async (
       telemetrySink = memoryTelemetrySink();
       label = "memory";
     } else {
+      // A new embedded database takes half a minute to create on a small machine: said first.
+      if (!config.database.url && !existsSync(pgliteDir(config)))
+        overrides.logger?.info(
+          { dir: pgliteDir(config) },
+          "creating the embedded database (once per data directory; about half a minute)…",
+        );
       db = await openDatabase(config, overrides.logger, { reach: role.reach ?? false });
       // Said at start so that a first start, which creates the schema, is not taken for a hang.
       overrides.logger?.info({ engine: db.engine }, "migrating the database…");

@@ -155,7 +155,7 @@ describeWith(["database"], "a start on a database server that is not there as na
 describe("a start that succeeds says what it does", () => {
   const scratch = suiteScratch("vod-good-start-");
 
-  it("migrating the embedded database, then listening on its address with the API's and the reference's URLs", async () => {
+  it("creating and migrating the embedded database, then listening on its address with the API's and the reference's URLs", async () => {
     const port = await freePort();
     const served = await scratch.serve({ VOD_DATA_DIR: await scratch.dir(), VOD_LOG_LEVEL: "info" }, port);
     await served.waitFor("listening on");
@@ -164,8 +164,13 @@ describe("a start that succeeds says what it does", () => {
       .split("\n")
       .filter((l) => l.startsWith("{"))
       .map((l) => (JSON.parse(l) as { msg: string }).msg);
+    // A new data directory: its database is created first, and said so.
+    const creating = said.indexOf(
+      "creating the embedded database (once per data directory; about half a minute)…",
+    );
     const migrating = said.indexOf("migrating the database…");
-    expect(migrating).toBeGreaterThanOrEqual(0);
+    expect(creating).toBeGreaterThanOrEqual(0);
+    expect(migrating).toBeGreaterThan(creating);
     expect(said.findIndex((m) => /^database (migrated: \d+|up to date)/.test(m))).toBeGreaterThan(migrating);
     expect(said).toContain(
       `listening on 127.0.0.1:${port}; the API at http://localhost:${port}, its reference at http://localhost:${port}/docs`,
