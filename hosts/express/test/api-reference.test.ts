@@ -40,8 +40,19 @@ describe("the API reference at {base_url}/docs", () => {
     expect(body.byteLength).toBe(Number(script.headers.get("content-length")));
     expect(body.toString()).toContain("createApiReference");
     const doc = (await (await fetch(`${host.url}/v1/openapi.json`)).json()) as {
+      info: { description: string };
       paths: Record<string, Record<string, { summary?: string }>>;
+      components: { securitySchemes: Record<string, { description?: string }> };
     };
+    // What a newcomer looks for first: the order of the calls, and where each credential goes.
+    expect(doc.info.description).toContain("`POST /v1/auth/signup`");
+    expect(doc.info.description).toContain("when a key is created with several, the highest is kept");
+    expect(doc.paths["/v1/api-keys"]?.post?.summary).toContain(
+      "of several sent, the highest (admin, then write, then read) is kept",
+    );
+    expect(doc.components.securitySchemes.apiKey?.description).toContain(
+      "sent as `Authorization: Bearer` instead, it is refused 401",
+    );
     expect(doc.paths["/docs"]?.get?.summary).toMatch(/^This document as a web page/);
     expect(Object.keys(doc.paths["/docs/reference.js"] ?? {})).toEqual(["get"]);
   });
