@@ -22,11 +22,21 @@ if (major < 24) {
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc");
+// A first build takes minutes on a small machine: said, so that it is not taken for a hang. On
+// stderr, so that stdout stays the host's log lines.
+const started = Date.now();
+process.stderr.write(
+  "vod: building… (tsc -b; a first build takes a few minutes, later ones only what changed)\n",
+);
 const build = spawnSync(process.execPath, [tsc, "-b", join(root, "hosts/express")], {
   stdio: "inherit",
   cwd: root,
 });
-if (build.status !== 0) process.exit(build.status ?? 1);
+if (build.status !== 0) {
+  process.stderr.write(`vod: the build failed (tsc exited ${build.status}); its errors are above\n`);
+  process.exit(build.status ?? 1);
+}
+process.stderr.write(`vod: built in ${((Date.now() - started) / 1000).toFixed(1)} s; starting…\n`);
 
 const { main } = await import(pathToFileURL(join(root, "hosts/express/dist/bin/vod.js")).href);
 await main(process.argv.slice(2));

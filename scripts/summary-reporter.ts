@@ -10,6 +10,34 @@ const failedAround = (test: TestCase) => {
   return true;
 };
 
+/** How a suite skipped for a missing service names itself: `<name> (skipped: set VOD_TEST_… …)`. */
+const SKIPPED = /^(.*) \(skipped: (.+)\)$/;
+
+/**
+ * The suites skipped for a missing service, each with its file and what turns it on, grouped by
+ * that: a run that skipped the server-Postgres suites says so, and how to run them.
+ */
+export const skippedSuites = (modules: ReadonlyArray<TestModule>): string => {
+  const byRemedy = new Map<string, string[]>();
+  for (const mod of modules)
+    for (const suite of mod.children.allSuites()) {
+      const named = SKIPPED.exec(suite.name);
+      if (named === null || suite.state() !== "skipped") continue;
+      // Only the outermost: a skipped suite's inner suites are skipped with it.
+      if (suite.parent.type === "suite" && SKIPPED.test(suite.parent.name)) continue;
+      const [, name = "", remedy = ""] = named;
+      const list = byRemedy.get(remedy) ?? [];
+      list.push(`${mod.relativeModuleId} > ${name}`);
+      byRemedy.set(remedy, list);
+    }
+  if (byRemedy.size === 0) return "";
+  const lines = [...byRemedy].flatMap(([remedy, suites]) => [
+    `Skipped ${suites.length} suite${suites.length === 1 ? "" : "s"}; to run them, ${remedy}:`,
+    ...suites.map((suite) => `  ${suite}`),
+  ]);
+  return `\n${lines.join("\n")}\n`;
+};
+
 /**
  * Ends the run with one plain line, `Tests: N passed, N failed, N skipped`, which CI reads
  * whatever the runner's own format. Adapter sets skipped for a missing service are counted there
@@ -29,6 +57,7 @@ export default class SummaryReporter implements Reporter {
         else skipped++;
       }
     const failedModules = modules.filter((m) => m.state() === "failed" && m.children.size === 0).length;
+    process.stdout.write(skippedSuites(modules));
     process.stdout.write(`\nTests: ${passed} passed, ${failed + failedModules} failed, ${skipped} skipped\n`);
   }
 }

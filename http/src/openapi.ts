@@ -341,6 +341,18 @@ const serverOf = (app: Exclude<App, "api">, url: string | undefined) => ({
   },
 });
 
+/** The reference's introduction (info.description): a first integration's calls, and the credentials. */
+const DESCRIPTION = [
+  "A multi-tenant video-on-demand API. A first integration: `POST /v1/auth/signup` (an access token),",
+  "`POST /v1/api-keys` (a key for servers), `POST /v1/assets` (a draft), `POST /v1/uploads` (one signed URL",
+  "per part), a `PUT` of each part, `POST /v1/uploads/{id}/complete`, `GET /v1/assets/{id}` until `ready`,",
+  "then `POST /v1/playback/sessions` for a token and its HLS URL (and, for an asset made with `drm: true`,",
+  "`POST /v1/drm/entitlement` for its licence URL and token).\n\nCredentials: an access token as",
+  "`Authorization: Bearer <token>`, or an API key as `X-API-Key: vod_…`. A key has exactly one scope,",
+  "`read`, `write` or `admin`, each including the ones before it; when a key is created with several,",
+  "the highest is kept and the key lists that one.",
+].join(" ");
+
 const capitalized = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
 
 /**
@@ -466,15 +478,26 @@ export const openApiDocument = (
   }
   const document = withoutSchemaIds({
     openapi: "3.1.0",
-    info: { title: info.title, version: info.version },
+    info: { title: info.title, version: info.version, description: DESCRIPTION },
     ...(info.serverUrl ? { servers: [{ url: info.serverUrl }] } : {}),
     paths,
     components: {
       schemas: definitions,
       responses: errorResponses(),
       securitySchemes: {
-        bearer: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: "an access token" },
-        apiKey: { type: "apiKey", in: "header", name: "X-API-Key" },
+        bearer: {
+          type: "http",
+          scheme: "bearer",
+          bearerFormat: "JWT",
+          description: "an access token (from signup, login or refresh); never an API key",
+        },
+        apiKey: {
+          type: "apiKey",
+          in: "header",
+          name: "X-API-Key",
+          description:
+            "an API key `vod_…` with its one scope; sent as `Authorization: Bearer` instead, it is refused 401 with a hint naming this header",
+        },
         playbackToken: { type: "http", scheme: "bearer", description: "a playback session's token" },
         licenseToken: { type: "apiKey", in: "header", name: "x-vod-license-token" },
         metricsToken: { type: "http", scheme: "bearer", description: "VOD_METRICS_TOKEN, when set" },

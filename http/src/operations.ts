@@ -27,6 +27,7 @@ import {
   publicOperation,
   type Reply,
 } from "./operation.js";
+import { REFERENCE_PAGE, referenceScript } from "./reference.js";
 
 const params = Schema.Struct({ params: Rq.IdParams });
 
@@ -93,7 +94,7 @@ const routes = {
   createApiKey: at(
     "POST /v1/api-keys",
     201,
-    "Create an API key; the full key is in this response only. Past the tenant's quota of active keys (200 by default): 409.",
+    "Create an API key; the full key is in this response only. A key has one scope: of several sent, the highest (admin, then write, then read) is kept. Past the tenant's quota of active keys (200 by default): 409.",
   ),
   revokeApiKey: at("DELETE /v1/api-keys/:id", 204, "Revoke an API key; it stops working at once."),
   listAssets: at("GET /v1/assets", 200, "Assets of the tenant, newest first, keyset paginated."),
@@ -218,6 +219,12 @@ const routes = {
     "Prometheus metrics (text exposition format); with VOD_METRICS_TOKEN set, that token as a bearer.",
   ),
   openApi: at("GET /v1/openapi.json", 200, "This document."),
+  apiReference: at(
+    "GET /docs",
+    200,
+    "This document as a web page: the API reference, rendered in the browser (Scalar, served by the platform itself).",
+  ),
+  apiReferenceScript: at("GET /docs/reference.js", 200, "The script that renders the API reference page."),
   apiPreflight: at(
     "OPTIONS /*path",
     204,
@@ -824,7 +831,7 @@ const sameSecret = (given: string, expected: string) =>
     createHash("sha256").update(expected).digest(),
   );
 
-async function* once(text: string): AsyncIterable<Uint8Array> {
+async function* once(text: string | Uint8Array): AsyncIterable<Uint8Array> {
   yield Buffer.from(text);
 }
 
@@ -874,6 +881,54 @@ export const openApi = publicOperation({
   },
 });
 
+/** The page of `apiReference`: the same document, so absent where `/v1/openapi.json` is. */
+export const apiReference = publicOperation({
+  ...route("apiReference"),
+  body: NO_BODY,
+  stateless: true,
+  input: none,
+  output: null,
+  run: (_vod, _input, call) =>
+    call.host?.document === undefined ? Effect.fail(noRoute(call)) : Effect.succeed(REFERENCE_PAGE),
+  reply: {
+    kind: { kind: "opaque", mediaTypes: ["text/html"] },
+    of: (page) => ({
+      status: 200,
+      headers: {
+        "content-type": "text/html; charset=utf-8",
+        "content-length": String(Buffer.byteLength(page)),
+      },
+      stream: once(page),
+    }),
+  },
+});
+
+export const apiReferenceScript = publicOperation({
+  ...route("apiReferenceScript"),
+  body: NO_BODY,
+  stateless: true,
+  input: none,
+  output: null,
+  run: (_vod, _input, call) =>
+    call.host?.document === undefined
+      ? Effect.fail(noRoute(call))
+      : // The renderer is a dependency of this package: unreadable, the install is broken (a 500).
+        Effect.promise(referenceScript),
+  reply: {
+    kind: { kind: "opaque", mediaTypes: ["text/javascript"] },
+    of: (script) => ({
+      status: 200,
+      headers: {
+        "content-type": "text/javascript; charset=utf-8",
+        "content-length": String(script.byteLength),
+        // The same bytes until the platform is upgraded; an hour spares reloads 5 MB each.
+        "cache-control": "public, max-age=3600",
+      },
+      stream: once(script),
+    }),
+  },
+});
+
 /** What a browser page may send the API and read back (DECISIONS "Operations"). */
 export const API_CORS = {
   methods: "GET, POST, PATCH, DELETE, OPTIONS",
@@ -913,7 +968,15 @@ export const apiPreflight = publicOperation({
 });
 
 /** The host's own routes: what every process that serves HTTP answers. */
-export const hostOperations: ReadonlyArray<Operation> = [health, ready, metrics, openApi, apiPreflight];
+export const hostOperations: ReadonlyArray<Operation> = [
+  health,
+  ready,
+  metrics,
+  openApi,
+  apiReference,
+  apiReferenceScript,
+  apiPreflight,
+];
 
 /** Every operation of the API, in the spec's order, then the host's own. */
 export const operations: ReadonlyArray<Operation> = [

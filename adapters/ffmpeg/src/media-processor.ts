@@ -18,6 +18,7 @@ import type {
   SourceRange,
   StorageError,
 } from "@vod/core";
+import { timedStage } from "@vod/core";
 import { Effect } from "effect";
 import { type PlannedRendition, planRenditions } from "./ladder.js";
 import { fileUrl, probeFile, readDecodableCodecs } from "./probe.js";
@@ -203,7 +204,7 @@ const localSource = (
     }
     parts?.end();
   }
-  return Effect.flatMap(input.open(), (stream) =>
+  const copied = Effect.flatMap(input.open(), (stream) =>
     Effect.tryPromise({
       try: async (signal) => {
         const path = join(dir, name);
@@ -222,6 +223,8 @@ const localSource = (
       () => rejected("checksum_mismatch", "The source's sha256 differs from the one declared at upload"),
     ),
   );
+  // The source's copy is a stage of the job's log; a chunk's is part of the join.
+  return name === "source" ? copied.pipe(timedStage("fetch")) : copied;
 };
 
 /** A file body opened only when read, so a body the store never reads holds no descriptor. */
@@ -600,6 +603,7 @@ export const ffmpegMediaProcessor = (config: FfmpegConfig = {}): MediaProcessor 
         // codec and bandwidth; only a `shared` run emits it.
         const audioBitrateKbps = source.has_audio ? top.rendition.audioBitrateKbps : null;
         const encode = work({ source: path, dir, work: workDir, planned, audioBitrateKbps });
+        const renditions = planned.map((p) => p.rendition.name);
         const packager = tool(
           "packager",
           tools.packager,
@@ -609,7 +613,7 @@ export const ffmpegMediaProcessor = (config: FfmpegConfig = {}): MediaProcessor 
             timeoutMs: config.packagerTimeoutMs ?? 60_000 + (source.source_duration_ms ?? 0) / 10,
             ...(encryption === undefined ? {} : { env: packagerKeys(encryption) }),
           },
-        );
+        ).pipe(timedStage("package", { renditions }));
         const posterSize = planRenditions(
           [{ ...top.rendition, name: "poster", height: Math.min(POSTER_MAX_HEIGHT, sourceSize.height) }],
           sourceSize,
@@ -618,7 +622,9 @@ export const ffmpegMediaProcessor = (config: FfmpegConfig = {}): MediaProcessor 
         yield* Effect.all(
           [
             Effect.zipRight(encode, packager),
-            shared ? poster(path, out, posterSize, source.source_duration_ms) : Effect.void,
+            shared
+              ? poster(path, out, posterSize, source.source_duration_ms).pipe(timedStage("poster"))
+              : Effect.void,
           ],
           { concurrency: 2, discard: true },
         );
@@ -641,13 +647,22 @@ export const ffmpegMediaProcessor = (config: FfmpegConfig = {}): MediaProcessor 
           ),
         );
         // Each rank is emitted whole before the next, so no playlist is visible before what it lists.
-        for (const r of [0, 1, 2]) {
-          yield* Effect.forEach(
-            files.filter((f) => rank(f.path) === r),
-            (f) => emit({ path: f.path, contentType: f.contentType, body: fileBody(join(out, f.path)) }),
-            { concurrency: 4, discard: true },
-          );
-        }
+        yield* Effect.forEach(
+          [0, 1, 2],
+          (r) =>
+            Effect.forEach(
+              files.filter((f) => rank(f.path) === r),
+              (f) => emit({ path: f.path, contentType: f.contentType, body: fileBody(join(out, f.path)) }),
+              { concurrency: 4, discard: true },
+            ),
+          { discard: true },
+        ).pipe(
+          timedStage("upload", {
+            renditions,
+            files: files.length,
+            bytes: files.reduce((sum, f) => sum + f.size, 0),
+          }),
+        );
         return {
           files,
           master: MASTER,
@@ -738,7 +753,11 @@ export const ffmpegMediaProcessor = (config: FfmpegConfig = {}): MediaProcessor 
         : planRenditions(ladder, { width: source.source_width, height: source.source_height }),
 
     package: (input, source, ladder, emit, options = {}) =>
-      packageWith(input, source, ladder, emit, options, (made) => transcode(made, source.source_fps)),
+      packageWith(input, source, ladder, emit, options, (made) =>
+        transcode(made, source.source_fps).pipe(
+          timedStage("encode", { renditions: made.planned.map((p) => p.rendition.name) }),
+        ),
+      ),
 
     encodeChunk: (input, source, ladder, range, emit) =>
       scratch((dir) =>
@@ -752,7 +771,11 @@ export const ffmpegMediaProcessor = (config: FfmpegConfig = {}): MediaProcessor 
           const work = join(dir, "work");
           yield* Effect.promise(() => mkdir(work));
           const path = yield* localSource(input, dir);
-          yield* transcode({ source: path, work, planned, audioBitrateKbps: null }, source.source_fps, range);
+          yield* transcode(
+            { source: path, work, planned, audioBitrateKbps: null },
+            source.source_fps,
+            range,
+          ).pipe(timedStage("encode", { renditions: planned.map((p) => p.rendition.name) }));
           yield* Effect.forEach(
             planned,
             ({ rendition }) => {
@@ -775,10 +798,14 @@ export const ffmpegMediaProcessor = (config: FfmpegConfig = {}): MediaProcessor 
         ({ source: path, dir, work, planned, audioBitrateKbps }) =>
           Effect.all(
             [
-              joinChunks(dir, work, planned, chunks),
+              joinChunks(dir, work, planned, chunks).pipe(
+                timedStage("join", { renditions: planned.map((p) => p.rendition.name) }),
+              ),
               audioBitrateKbps === null
                 ? Effect.void
-                : transcode({ source: path, work, planned: [], audioBitrateKbps }, source.source_fps),
+                : transcode({ source: path, work, planned: [], audioBitrateKbps }, source.source_fps).pipe(
+                    timedStage("encode", { renditions: ["audio"] }),
+                  ),
             ],
             { concurrency: 2, discard: true },
           ),

@@ -117,6 +117,17 @@ const shippedPackager = (): string | undefined => {
   }
 };
 
+/** A tool configured by path (`ffmpegPath`, `ffprobePath`, `packagerPath`) that is not there. */
+export class ToolNotFound extends Error {
+  override readonly name = "ToolNotFound";
+  constructor(
+    readonly setting: string,
+    readonly value: string,
+  ) {
+    super(`${setting} is set to "${value}", which is not an executable file`);
+  }
+}
+
 const explicit = (setting: string, value: string, searchPath: string): string => {
   const found =
     isAbsolute(value) || /[/\\]/.test(value)
@@ -124,8 +135,7 @@ const explicit = (setting: string, value: string, searchPath: string): string =>
         ? resolve(value)
         : undefined
       : onSearchPath(value, searchPath);
-  if (found === undefined)
-    throw new Error(`${setting} is set to "${value}", which is not an executable file`);
+  if (found === undefined) throw new ToolNotFound(setting, value);
   return found;
 };
 

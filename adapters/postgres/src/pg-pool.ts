@@ -97,9 +97,12 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
   // connections are dropped in the same breath, and each one is not news).
   let healthy = true;
   let lastLoss = 0;
+  // A server never reached was not lost: the start that needs it fails, saying so (`vod`'s
+  // start-failure line), without a warning before it.
+  let reached = false;
   const lost = (error: Error) => {
     lastLoss = Date.now();
-    if (!healthy) return;
+    if (!healthy || !reached) return;
     healthy = false;
     options.log?.warn({ err: error }, "database connection lost");
   };
@@ -118,12 +121,13 @@ export const connectPostgres = (options: PostgresOptions): SqlDatabase => {
   // from being unhandled.
   // The error is also kept for its holder's release (`hold`), so the pool destroys that client.
   const faults = new WeakMap<pg.PoolClient, Error>();
-  pool.on("connect", (client) =>
+  pool.on("connect", (client) => {
+    reached = true;
     client.on("error", (error: Error) => {
       faults.set(client, error);
       lost(error);
-    }),
-  );
+    });
+  });
   /**
    * The scope each connection's session is in (`queryIn`); a connection not in here is fresh,
    * in the neutral session. UNKNOWN after a switch that failed: the next caller sets its own.

@@ -81,6 +81,41 @@ export const describeApiKeys = (makeSubject: MakeHttpSubject): void => {
       expect(me.status).toBe(200);
     });
 
+    it("keeps the highest of every scope sent, admin over write over read, whatever their order", async () => {
+      const { api } = subject();
+      const account = await signUp(api);
+      const bearer = account.access_token;
+      const admin = await createApiKey(api, { bearer }, ["admin", "read", "write"]);
+      const read = await createApiKey(api, { bearer }, ["read", "read"]);
+      expect(admin.scopes).toEqual(["admin"]);
+      expect(read.scopes).toEqual(["read"]);
+      const listed = new Map((await listKeys(bearer)).map((k) => [k.id, k.scopes]));
+      expect(listed).toEqual(
+        new Map([
+          [admin.id, ["admin"]],
+          [read.id, ["read"]],
+        ]),
+      );
+    });
+
+    it("answers a key sent as a bearer token 401 with a hint naming X-API-Key, and the key still works there", async () => {
+      const { api } = subject();
+      const account = await signUp(api);
+      const key = await createApiKey(api, { bearer: account.access_token }, ["read"]);
+      const body = expectUnauthorized(await api.get("/v1/assets", { bearer: key.key }));
+      expect(body.message).toBe(
+        "invalid access token: this is an API key, which goes in the X-API-Key header",
+      );
+      // Whatever follows the tag: the hint is for the header, not a check of the key.
+      expect(expectUnauthorized(await api.get("/v1/auth/me", { bearer: "vod_nope" })).message).toMatch(
+        /X-API-Key/,
+      );
+      expect(expectUnauthorized(await api.get("/v1/auth/me", { bearer: "not-a-token" })).message).toBe(
+        "invalid access token",
+      );
+      expectStatus(await api.get("/v1/assets", { apiKey: key.key }), 200);
+    });
+
     it("lists the tenant's keys newest first in the listed shape, never with the key", async () => {
       const { api, clock } = subject();
       const account = await signUp(api);

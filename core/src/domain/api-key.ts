@@ -3,6 +3,9 @@ import type { TenantId } from "./ids.js";
 import type { Scope } from "./scope.js";
 import { illegal, type Transition } from "./transition.js";
 
+/** The part of every key before the identifying characters. */
+export const KEY_TAG = "vod";
+
 export interface ApiKey {
   readonly id: string;
   readonly tenant_id: TenantId;

@@ -9,6 +9,7 @@ export type * from "./media-processor.js";
 export type * from "./metrics.js";
 export type * from "./object-store.js";
 export type * from "./password-hasher.js";
+export type * from "./processing-stages.js";
 export type * from "./rate-limiter.js";
 export type * from "./repositories.js";
 export type * from "./revocation-store.js";

@@ -1,6 +1,6 @@
 import { Effect, Either } from "effect";
 import type { VodConfig } from "../config.js";
-import { type ApiKey, transitionApiKey } from "../domain/api-key.js";
+import { type ApiKey, KEY_TAG, transitionApiKey } from "../domain/api-key.js";
 import { highestScope } from "../domain/scope.js";
 import { InternalError } from "../errors.js";
 import type { Requests } from "../schema/index.js";
@@ -8,8 +8,7 @@ import type { VodPorts } from "../tokens.js";
 import type { Forget, Principal } from "./authenticate.js";
 import { orNotFound, quotaExceeded, randomBase62, sha256Hex } from "./support.js";
 
-/** The part of every key before the identifying characters. */
-export const KEY_TAG = "vod";
+export { KEY_TAG };
 export const MAX_LISTED_API_KEYS = 500;
 
 type CreateInput = typeof Requests.CreateApiKeyBody.Type;

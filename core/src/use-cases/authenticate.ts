@@ -1,5 +1,5 @@
 import { Effect, Option } from "effect";
-import { type ApiKey, apiKeyStatus, shouldTouch } from "../domain/api-key.js";
+import { type ApiKey, apiKeyStatus, KEY_TAG, shouldTouch } from "../domain/api-key.js";
 import { TenantId } from "../domain/ids.js";
 import { includesScope, type Role, type Scope, scopeOfRole } from "../domain/scope.js";
 import type { Tenant } from "../domain/tenant.js";
@@ -222,6 +222,11 @@ export const makeCredentials = (
       const now = clock.now();
       // Keyed by the token itself: its signature, issuer and audience were checked when it was
       // cached and cannot change; its expiry is checked on every request.
+      // An API key is never an access token; whoever sends one here meant the other header.
+      if (token.startsWith(`${KEY_TAG}_`))
+        return Effect.fail(
+          unauthorized("invalid access token: this is an API key, which goes in the X-API-Key header"),
+        );
       const cacheKey = `a:${token}`;
       const cached = fresh(cacheKey, now);
       if (cached?.expiresAt !== undefined && now < cached.expiresAt) return Effect.succeed(cached.principal);

@@ -28,6 +28,7 @@ import {
   type Rendition,
   type SourceRange,
 } from "../ports/media-processor.js";
+import { timedStage } from "../ports/processing-stages.js";
 import type { AssetChunk } from "../ports/repositories.js";
 import type { VodPorts } from "../tokens.js";
 import { makeContentKeys } from "./content-keys.js";
@@ -327,7 +328,7 @@ export const makeProcessing = (
 
       const result = yield* Effect.either(
         Effect.gen(function* () {
-          const probed = yield* media.probe(input);
+          const probed = yield* media.probe(input).pipe(timedStage("probe"));
           const source = sourceOf(probed);
           if (!probed.has_video) return yield* Effect.fail(verdict("invalid_media", "no video stream"));
           if ((probed.source_duration_ms ?? 0) > config.processing.maxSourceDurationMs)
@@ -664,7 +665,7 @@ export const makeProcessing = (
           // The source facts were stored when the chunks were planned; only has_audio rides along.
           const probed: ProbedSource =
             job.data.has_audio === undefined
-              ? yield* media.probe(input)
+              ? yield* media.probe(input).pipe(timedStage("probe"))
               : { ...sourceOf(asset), has_video: true, has_audio: job.data.has_audio };
           const encryption = yield* encryptionOf(asset);
           const master = playable ? yield* storedMaster(asset) : undefined;

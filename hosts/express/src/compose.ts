@@ -1,7 +1,8 @@
 import "reflect-metadata";
+import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { argon2PasswordHasher } from "@vod/adapter-argon2";
-import { ffmpegImageMaker, ffmpegMediaProcessor } from "@vod/adapter-ffmpeg";
+import { ffmpegImageMaker, ffmpegMediaProcessor, ToolNotFound } from "@vod/adapter-ffmpeg";
 import { filesystemObjectStore } from "@vod/adapter-filesystem";
 import { gcsObjectStore } from "@vod/adapter-gcs";
 import { googleIdentityVerifier } from "@vod/adapter-google-identity";
@@ -53,7 +54,7 @@ import {
 } from "@vod/core";
 import { catalogLinks, type ReadinessCheck } from "@vod/http";
 import { Container, ContainerModule } from "inversify";
-import type { HostConfig } from "./config.js";
+import { ConfigError, type HostConfig } from "./config.js";
 import { loadOrCreateSecret } from "./secrets.js";
 
 export interface ComposeOverrides {
@@ -131,6 +132,22 @@ const isEmbedded = (db: SqlDatabase): db is EmbeddedDatabase => "onBroadcast" in
  * which fires first and so ends an overrun as a retry or a failed asset, not a job that vanished.
  */
 const queueMaxRunSeconds = (config: HostConfig) => config.jobs.maxRunSeconds + 300;
+
+const TOOL_VARIABLES: Record<string, string> = {
+  ffmpegPath: "VOD_FFMPEG_PATH",
+  ffprobePath: "VOD_FFPROBE_PATH",
+};
+
+/** A configured tool that is not there is the operator's to fix: said as the variable's fault. */
+const namingTheVariable = <A>(make: () => A): A => {
+  try {
+    return make();
+  } catch (error) {
+    const variable = error instanceof ToolNotFound ? TOOL_VARIABLES[error.setting] : undefined;
+    if (variable === undefined || !(error instanceof ToolNotFound)) throw error;
+    throw new ConfigError(`invalid configuration: ${variable}: "${error.value}" is not an executable file`);
+  }
+};
 
 /** How the queues are defined in the database: `vod migrate` creates them the way hosts would. */
 export const queueDefinition = (config: HostConfig) => ({
@@ -244,9 +261,21 @@ export const composeVod = async (
       telemetrySink = memoryTelemetrySink();
       label = "memory";
     } else {
+      // A new embedded database takes half a minute to create on a small machine: said first.
+      if (!config.database.url && !existsSync(pgliteDir(config)))
+        overrides.logger?.info(
+          { dir: pgliteDir(config) },
+          "creating the embedded database (once per data directory; about half a minute)…",
+        );
       db = await openDatabase(config, overrides.logger, { reach: role.reach ?? false });
+      // Said at start so that a first start, which creates the schema, is not taken for a hang.
+      overrides.logger?.info({ engine: db.engine }, "migrating the database…");
       // Each takes the start-up lock for its part, so processes starting together take turns.
-      await migrate(db);
+      const applied = await migrate(db);
+      overrides.logger?.info(
+        { engine: db.engine, applied },
+        applied.length === 0 ? "database up to date" : `database migrated: ${applied.join(", ")}`,
+      );
       // Jobs live in the same database, so enqueues commit with the records that make them due.
       boss = await pgBossQueue(db, {
         ...queueDefinition(config),
@@ -278,13 +307,15 @@ export const composeVod = async (
   const mediaProcessor =
     overrides.mediaProcessor ??
     (role.runsJobs
-      ? ffmpegMediaProcessor({
-          ffmpegPath: config.media.ffmpegPath,
-          ffprobePath: config.media.ffprobePath,
-          maxDurationMs: config.media.maxSourceDurationSeconds * 1000,
-          ...(overrides.toolSearchPath !== undefined ? { searchPath: overrides.toolSearchPath } : {}),
-          ...(overrides.logger ? { log: overrides.logger } : {}),
-        })
+      ? namingTheVariable(() =>
+          ffmpegMediaProcessor({
+            ffmpegPath: config.media.ffmpegPath,
+            ffprobePath: config.media.ffprobePath,
+            maxDurationMs: config.media.maxSourceDurationSeconds * 1000,
+            ...(overrides.toolSearchPath !== undefined ? { searchPath: overrides.toolSearchPath } : {}),
+            ...(overrides.logger ? { log: overrides.logger } : {}),
+          }),
+        )
       : undefined);
 
   // Images are made where the media app serves them. A node without ffmpeg still serves

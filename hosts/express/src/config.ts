@@ -4,7 +4,9 @@ import { Either, ParseResult, Schema } from "effect";
 import proxyaddr from "proxy-addr";
 import { DEFAULT_HEAP_GROWING_PERCENT } from "./heap.js";
 
-const Port = Schema.NumberFromString.pipe(Schema.int(), Schema.between(0, 65535));
+const Port = Schema.NumberFromString.pipe(Schema.int(), Schema.between(0, 65535)).annotations({
+  message: () => ({ message: "must be a port number from 0 to 65535", override: true }),
+});
 const PositiveInt = Schema.NumberFromString.pipe(Schema.int(), Schema.positive());
 const Url = Schema.String.pipe(
   Schema.filter((s) => URL.canParse(s) && /^https?:$/.test(new URL(s).protocol), {
@@ -260,6 +262,7 @@ const Env = Schema.Struct({
       default: () => "info" as const,
     },
   ),
+  VOD_LOG_FORMAT: Schema.optional(Schema.Literal("json", "pretty")),
 });
 
 export interface HostConfig {
@@ -387,6 +390,8 @@ export interface HostConfig {
   /** The public URLs that were not set and so follow PORT (and the port actually bound, for 0). */
   readonly defaultedUrls: ReadonlyArray<"baseUrl" | "mediaUrl" | "drmUrl" | "appUrl">;
   readonly logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
+  /** Unset: pretty on a terminal, JSON lines otherwise (`createLogger`). */
+  readonly logFormat?: "json" | "pretty" | undefined;
 }
 
 export class ConfigError extends Error {
@@ -410,21 +415,21 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
       seen.add(name);
       return [`${name}: ${issue.message}`];
     });
-    throw new ConfigError(`invalid configuration:\n  ${problems.join("\n  ")}`);
+    throw new ConfigError(`invalid configuration: ${problems.join("; ")}`);
   }
   const e = decoded.right;
   if (!e.VOD_DRM_FAIRPLAY_LICENSE_URL !== !e.VOD_DRM_FAIRPLAY_CERTIFICATE_URL)
     throw new ConfigError(
-      "invalid configuration:\n  VOD_DRM_FAIRPLAY_LICENSE_URL, VOD_DRM_FAIRPLAY_CERTIFICATE_URL: set both or neither",
+      "invalid configuration: VOD_DRM_FAIRPLAY_LICENSE_URL, VOD_DRM_FAIRPLAY_CERTIFICATE_URL: set both or neither",
     );
   if (!e.VOD_GCS_HMAC_ACCESS_ID !== !e.VOD_GCS_HMAC_SECRET)
     throw new ConfigError(
-      "invalid configuration:\n  VOD_GCS_HMAC_ACCESS_ID, VOD_GCS_HMAC_SECRET: set both or neither",
+      "invalid configuration: VOD_GCS_HMAC_ACCESS_ID, VOD_GCS_HMAC_SECRET: set both or neither",
     );
   if (e.VOD_OBJECT_STORE === "gcs" && !e.VOD_GCS_BUCKET)
-    throw new ConfigError("invalid configuration:\n  VOD_GCS_BUCKET: required with VOD_OBJECT_STORE=gcs");
+    throw new ConfigError("invalid configuration: VOD_GCS_BUCKET: required with VOD_OBJECT_STORE=gcs");
   if (e.VOD_SMTP_URL && !e.VOD_MAIL_FROM)
-    throw new ConfigError("invalid configuration:\n  VOD_MAIL_FROM: required with VOD_SMTP_URL");
+    throw new ConfigError("invalid configuration: VOD_MAIL_FROM: required with VOD_SMTP_URL");
   const local = `http://localhost:${e.PORT}`;
   return {
     port: e.PORT,
@@ -505,5 +510,6 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
       ...(e.VOD_APP_URL || e.VOD_BASE_URL ? [] : (["appUrl"] as const)),
     ],
     logLevel: e.VOD_LOG_LEVEL,
+    logFormat: e.VOD_LOG_FORMAT,
   };
 };

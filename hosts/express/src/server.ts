@@ -51,7 +51,7 @@ export interface HostOptions extends ComposeOverrides {
 
 /** Composes the platform and serves the API app on one port. */
 export const startHost = async (config: HostConfig, options: HostOptions = {}): Promise<RunningHost> => {
-  const logger = options.logger ?? createLogger(config.logLevel);
+  const logger = options.logger ?? createLogger(config.logLevel, undefined, config.logFormat);
   // Listen first: with PORT=0 the URLs left to their defaults follow the port actually bound.
   // Until composition is done, requests (health checks, eager clients) get 503 with Retry-After.
   let handle: RequestListener = (_req, res) => {
@@ -115,7 +115,10 @@ export const startHost = async (config: HostConfig, options: HostOptions = {}): 
       concurrency: config.jobs.workerConcurrency,
       logger,
     });
-  logger.info({ port, base_url: effective.baseUrl, storage: composed.storage }, "vod host listening");
+  logger.info(
+    { port, base_url: effective.baseUrl, storage: composed.storage },
+    `listening on ${config.host}:${port}; the API at ${effective.baseUrl}, its reference at ${effective.baseUrl}/docs`,
+  );
 
   let closing: Promise<void> | undefined;
   const close = (graceMs = config.shutdownGraceSeconds * 1000) => {

@@ -1,4 +1,13 @@
-import type { ChunkOutcome, Job, JobFailed, JobQueue, ProcessingOutcome, Vod, Worker } from "@vod/core";
+import {
+  type ChunkOutcome,
+  type Job,
+  type JobFailed,
+  type JobQueue,
+  type ProcessingOutcome,
+  ProcessingStages,
+  type Vod,
+  type Worker,
+} from "@vod/core";
 import { sweepIdempotencyKeys } from "@vod/http";
 import { Effect, Exit } from "effect";
 import type { Logger } from "./logger.js";
@@ -52,6 +61,11 @@ export const startWorker = async (
         log.info(context, `${word} started`);
         metrics?.processingStarted();
         return run(job).pipe(
+          // Where the time goes: each stage (probe, fetch, encode, package, upload…) at info.
+          Effect.provideService(ProcessingStages, {
+            ended: ({ stage, ms, ...fields }) =>
+              log.info({ ...context, stage, ms, ...fields }, `${word} ${stage} took ${ms} ms`),
+          }),
           // The outcome named as it is: a job that failed its asset did not finish "done".
           Effect.tap((outcome) =>
             Effect.sync(() => {

@@ -1,13 +1,16 @@
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { spawn } from "node:child_process";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
-import { memoryJobQueue, memoryStorage } from "@vod/adapter-memory";
+import { fileURLToPath } from "node:url";
+import { memoryJobQueue, memoryObjectStore, memoryStorage } from "@vod/adapter-memory";
 import { temporarySchemas } from "@vod/adapter-postgres/testing";
 import { suiteName, testServices } from "@vod/contract-tests";
 import { createLogger, loadConfig, startHost } from "@vod/host-express";
 import { loggedPath } from "@vod/http";
 import { afterAll, describe, expect, it } from "vitest";
+import { makeVideo, settledAsset, signUp, uploadAsset } from "./support.js";
 
 /** A logger whose lines the test reads: as written (`text`) and parsed (`lines`). */
 const capturedLog = () => {
@@ -107,7 +110,7 @@ it("warns at start, naming the build and how to install ffmpeg, when only the np
   expect(fallback[warning]?.msg).toContain("brew install ffmpeg");
   expect(fallback[warning]?.ffmpeg).toMatch(/node_modules\/@ffmpeg-installer\//);
   // Given with the start, before the host says it listens.
-  expect(warning).toBeLessThan(fallback.findIndex((l) => l.msg === "vod host listening"));
+  expect(warning).toBeLessThan(fallback.findIndex((l) => l.msg.startsWith("listening on ")));
 
   // A system ffmpeg and ffprobe on the search path (stand-ins: only found, never run here).
   const bin = await mkdtemp(join(tmpdir(), "vod-bin-"));
@@ -115,7 +118,7 @@ it("warns at start, naming the build and how to install ffmpeg, when only the np
     for (const tool of ["ffmpeg", "ffprobe"])
       await writeFile(join(bin, tool), "#!/bin/sh\n", { mode: 0o755 });
     const system = await startLog(bin);
-    expect(system.some((l) => l.msg === "vod host listening")).toBe(true);
+    expect(system.some((l) => l.msg.startsWith("listening on "))).toBe(true);
     expect(system.filter((l) => l.level >= 40)).toEqual([]);
   } finally {
     await rm(bin, { recursive: true, force: true });
@@ -204,3 +207,122 @@ describe.skipIf(databaseUrl === null)(
     });
   },
 );
+
+it("logs a warn's error by type, message and code, without its stack; an error keeps its stack", () => {
+  const log = capturedLog();
+  const refused = Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:6379"), { code: "ECONNREFUSED" });
+  log.logger.warn({ err: refused, attempt: 2 }, "redis unreachable");
+  log.logger.error({ err: new Error("a defect") }, "stop failed");
+  const [warn, error] = log.lines<{ level: number; attempt?: number; err: Record<string, unknown> }>();
+  expect(warn).toMatchObject({ level: 40, attempt: 2, msg: "redis unreachable" });
+  expect(warn?.err).toEqual({
+    type: "Error",
+    message: "connect ECONNREFUSED 127.0.0.1:6379",
+    code: "ECONNREFUSED",
+  });
+  expect(error?.level).toBe(50);
+  expect(error?.err.stack).toMatch(/^Error: a defect\n\s+at /);
+});
+
+it("writes pino-pretty's readable lines when asked, and on a terminal by default; JSON lines into a pipe", async () => {
+  let text = "";
+  const sink = new Writable({
+    write(chunk, _enc, done) {
+      text += chunk;
+      done();
+    },
+  });
+  createLogger("info", sink, "pretty").info({ asset_id: "ast_1" }, "processing done");
+  expect(text).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: processing done\n {4}asset_id: "ast_1"\n$/);
+
+  // `vod serve` under a pseudo-terminal (util-linux's script), then into a pipe.
+  const serveFor = async (command: string, args: ReadonlyArray<string>) => {
+    const child = spawn(command, [...args], {
+      env: { ...process.env, VOD_STORAGE: "memory", PORT: "0", VOD_HOST: "127.0.0.1", VOD_LOG_LEVEL: "info" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let output = "";
+    child.stdout.on("data", (d) => {
+      output += d;
+    });
+    const deadline = Date.now() + 30_000;
+    while (!output.includes("listening on") && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 100));
+    child.kill("SIGTERM");
+    await new Promise((r) => child.once("exit", r));
+    return output;
+  };
+  const cli = fileURLToPath(new URL("../dist/bin/vod.js", import.meta.url));
+  const terminal = await serveFor("script", ["-qec", `${process.execPath} ${cli} serve`, "/dev/null"]);
+  // Coloured: the level in green, the message in cyan.
+  const ESC = "\u001b";
+  expect(terminal).toContain(`${ESC}[32mINFO${ESC}[39m: ${ESC}[36mlistening on 127.0.0.1:`);
+  expect(terminal).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] /m);
+  const piped = await serveFor(process.execPath, [cli, "serve"]);
+  const listening = piped
+    .split("\n")
+    .filter((l) => l !== "")
+    .map((l) => JSON.parse(l) as { msg: string; level: number })
+    .find((l) => l.msg.startsWith("listening on"));
+  expect(listening?.level).toBe(30);
+}, 60_000);
+
+it("logs each stage of a processing job with its time, at info, between started and done", async () => {
+  const log = capturedLog();
+  const dir = await mkdtemp(join(tmpdir(), "vod-log-"));
+  const storage = memoryStorage();
+  // Objects in memory: the worker copies the source from the store (the fetch stage).
+  const host = await startHost(
+    loadConfig({ PORT: "0", VOD_HOST: "127.0.0.1", VOD_DATA_DIR: dir, VOD_WORKER_CONCURRENCY: "1" }),
+    { storage, jobQueue: memoryJobQueue(storage), objectStore: memoryObjectStore(), logger: log.logger },
+  );
+  try {
+    const file = join(dir, "src.mp4");
+    await makeVideo(file, { width: 640, height: 360, seconds: 2 });
+    const auth = await signUp(host.url, "stages");
+    const { assetId } = await uploadAsset(host.url, auth, await readFile(file));
+    const asset = await settledAsset(host.url, auth, assetId);
+    expect(asset.status).toBe("ready");
+    type Line = {
+      level: number;
+      msg: string;
+      asset_id?: string;
+      stage?: string;
+      ms?: number;
+      renditions?: string[];
+    };
+    const job = log.lines<Line>().filter((l) => l.asset_id === assetId);
+    const stages = job.filter((l) => l.stage !== undefined);
+    for (const line of stages) {
+      expect(line.level).toBe(30);
+      expect(line.ms).toBeGreaterThanOrEqual(0);
+      expect(line.msg).toBe(`processing ${line.stage} took ${line.ms} ms`);
+    }
+    // 360p is the first unit (the asset is ready with it), 240p the second.
+    // The poster is made while the first unit encodes: it ends before that unit's upload.
+    const poster = stages.findIndex((l) => l.stage === "poster");
+    expect(stages.filter((l) => l.stage === "poster")).toHaveLength(1);
+    expect(poster).toBeLessThan(stages.findIndex((l) => l.stage === "upload"));
+    const sequence = stages.filter((l) => l.stage !== "poster");
+    expect(sequence.map((l) => [l.stage, l.renditions?.join(",")])).toEqual([
+      ["fetch", undefined],
+      ["probe", undefined],
+      ["fetch", undefined],
+      ["encode", "360p"],
+      ["package", "360p"],
+      ["upload", "360p"],
+      ["fetch", undefined],
+      ["encode", "240p"],
+      ["package", "240p"],
+      ["upload", "240p"],
+    ]);
+    const messages = job.map((l) => l.msg);
+    expect(messages.indexOf("processing started")).toBeLessThan(messages.indexOf(stages[0]?.msg ?? ""));
+    expect(messages.indexOf("processing done")).toBeGreaterThan(
+      messages.lastIndexOf(stages.at(-1)?.msg ?? ""),
+    );
+  } finally {
+    await host.close(1_000);
+    await rm(dir, { recursive: true, force: true });
+  }
+}, 120_000);

@@ -12,7 +12,15 @@ import { tuneHeapForRequests, tuneHeapForStreaming } from "../heap.js";
 import { createLogger, type Logger } from "../logger.js";
 import { createOpsApp, notDraining } from "../ops.js";
 import { listening, startHost } from "../server.js";
+import { EXIT, startFailure } from "../start-failure.js";
 import { startWorker } from "../worker.js";
+
+/** The configuration the command loaded, for naming the variable behind a failed start. */
+let loaded: HostConfig | undefined;
+const configured = () => {
+  loaded = loadConfig();
+  return loaded;
+};
 
 const usage = `usage: vod <command>
 
@@ -46,7 +54,7 @@ const tenantCommand = async (args: ReadonlyArray<string>) => {
     process.exitCode = 2;
     return;
   }
-  const config = loadConfig();
+  const config = configured();
   if (config.storage === "memory")
     throw new ConfigError("VOD_STORAGE=memory keeps no tenants across processes; nothing to change");
   // Beside a running host of the same data directory, through its database: the host sees the
@@ -75,7 +83,7 @@ const tenantCommand = async (args: ReadonlyArray<string>) => {
 };
 
 const migrateCommand = async () => {
-  const config = loadConfig();
+  const config = configured();
   if (config.storage === "memory") {
     console.log("vod migrate: VOD_STORAGE=memory keeps nothing; nothing to migrate");
     return;
@@ -101,14 +109,14 @@ const tuneProcess = (config: HostConfig) => {
 };
 
 const workerCommand = async () => {
-  const config = loadConfig();
+  const config = configured();
   tuneProcess(config);
   if (config.storage === "memory" || !config.database.url)
     throw new ConfigError(
       "vod worker shares the queue through a database server: set VOD_DATABASE_URL " +
         "(the embedded default runs its worker inside `vod serve`)",
     );
-  const logger = createLogger(config.logLevel);
+  const logger = createLogger(config.logLevel, undefined, config.logFormat);
   const composed = await composeVod(
     config,
     { onQueueError: (err) => logger.warn({ err }, "job queue error"), logger },
@@ -186,7 +194,7 @@ const onStop = (logger: Logger, stop: () => Promise<void>) => {
 };
 
 const serve = async () => {
-  const config = loadConfig();
+  const config = configured();
   tuneProcess(config);
   const host = await startHost(config);
   onStop(host.logger, () => host.close(config.shutdownGraceSeconds * 1000));
@@ -199,7 +207,7 @@ const backupCommand = async (args: ReadonlyArray<string>) => {
     process.exitCode = 2;
     return;
   }
-  await backup(loadConfig(), file, (line) => console.log(line));
+  await backup(configured(), file, (line) => console.log(line));
 };
 
 const restoreCommand = async (args: ReadonlyArray<string>) => {
@@ -211,7 +219,7 @@ const restoreCommand = async (args: ReadonlyArray<string>) => {
     process.exitCode = 2;
     return;
   }
-  await restore(loadConfig(), file, { force }, (line) => console.log(line));
+  await restore(configured(), file, { force }, (line) => console.log(line));
 };
 
 export const main = async (argv: ReadonlyArray<string>) => {
@@ -237,7 +245,12 @@ export const main = async (argv: ReadonlyArray<string>) => {
   } catch (error) {
     if (error instanceof ConfigError) {
       process.stderr.write(`vod: ${error.message}\n`);
-      process.exit(78);
+      process.exit(EXIT.config);
+    }
+    const failure = startFailure(error, loaded);
+    if (failure !== undefined) {
+      process.stderr.write(`vod ${command}: ${failure.line}\n`);
+      process.exit(failure.code);
     }
     // Refusals an operator acts on: the message says what to do.
     if (
