@@ -303,7 +303,7 @@ export const pgliteSubject = (): MakeHttpSubject => {
     async (config, clock, dataDir) => {
       const { db } = await database();
       const boss = await pgBossQueue(db, {
-        maxAttempts: config.jobs.maxAttempts,
+        maxAttempts: config.core.processing.maxAttempts,
         retryDelaySeconds: config.jobs.retryDelaySeconds,
         leaseSeconds: config.jobs.leaseSeconds,
       });

@@ -21,6 +21,13 @@ export type VodConfigInput = Partial<
   readonly webhooks?: Partial<VodConfig["webhooks"]>;
 };
 
+/**
+ * What a host reads from its own configuration for the core: every setting but the three secrets,
+ * which it loads or makes (key files) when it composes. One shape, so that nothing is copied field
+ * by field between the host's configuration and the core's.
+ */
+export type VodSettings = Omit<VodConfigInput, "cursorSecret" | "uploadUrlSecret" | "drmMasterKey">;
+
 /** The platform's use cases over a set of ports: what a host or an embedder calls. */
 export interface Vod {
   readonly config: VodConfig;

@@ -131,7 +131,7 @@ const isEmbedded = (db: SqlDatabase): db is EmbeddedDatabase => "onBroadcast" in
  * The queue's limit on a run: a backstop 5 minutes past the core's own (`processing.maxRunMs`),
  * which fires first and so ends an overrun as a retry or a failed asset, not a job that vanished.
  */
-const queueMaxRunSeconds = (config: HostConfig) => config.jobs.maxRunSeconds + 300;
+const queueMaxRunSeconds = (config: HostConfig) => config.core.processing.maxRunMs / 1000 + 300;
 
 const TOOL_VARIABLES: Record<string, string> = {
   ffmpegPath: "VOD_FFMPEG_PATH",
@@ -151,7 +151,7 @@ const namingTheVariable = <A>(make: () => A): A => {
 
 /** How the queues are defined in the database: `vod migrate` creates them the way hosts would. */
 export const queueDefinition = (config: HostConfig) => ({
-  maxAttempts: config.jobs.maxAttempts,
+  maxAttempts: config.core.processing.maxAttempts,
   retryDelaySeconds: config.jobs.retryDelaySeconds,
   leaseSeconds: config.jobs.leaseSeconds,
 });
@@ -190,6 +190,7 @@ export const composeVod = async (
     ? parseSigningKeys(config.signingKeys)
     : await loadOrCreateSigningKeys(config.dataDir);
   const coreConfig: VodConfigInput = {
+    ...config.core,
     cursorSecret: await secretBytes(config.cursorSecret, config.dataDir, "cursor-secret"),
     uploadUrlSecret: await secretBytes(config.objects.uploadUrlSecret, config.dataDir, "upload-url-secret"),
     drmMasterKey: config.drm.masterKey
@@ -197,25 +198,6 @@ export const composeVod = async (
           Buffer.from(config.drm.masterKey, config.drm.masterKey.length === 64 ? "hex" : "base64url"),
         )
       : await loadOrCreateSecret(config.dataDir, "drm-master-key"),
-    appUrl: config.appUrl,
-    keySystems: {
-      widevine: config.drm.widevineLicenseUrl,
-      playready: config.drm.playreadyLicenseUrl,
-      fairplay:
-        config.drm.fairplayLicenseUrl && config.drm.fairplayCertificateUrl
-          ? { licenseUrl: config.drm.fairplayLicenseUrl, certificateUrl: config.drm.fairplayCertificateUrl }
-          : undefined,
-    },
-    rateLimits: config.rateLimits,
-    processing: {
-      maxSourceDurationMs: config.media.maxSourceDurationSeconds * 1000,
-      maxAttempts: config.jobs.maxAttempts,
-      maxRunMs: config.jobs.maxRunSeconds * 1000,
-      chunkSeconds: config.media.chunkSeconds,
-      minChunks: config.media.minChunks,
-    },
-    webhooks: { retryBaseMs: config.webhooks.retryBaseSeconds * 1000 },
-    images: { concurrency: config.media.imageConcurrency, maxWaiting: config.media.imageMaxWaiting },
   };
 
   // Redis, when configured, is an accelerator every node shares (DECISIONS "Redis is an
@@ -252,7 +234,7 @@ export const composeVod = async (
       const memory = memoryStorage();
       storage = memory;
       jobQueue = memoryJobQueue(memory, {
-        maxAttempts: config.jobs.maxAttempts,
+        maxAttempts: config.core.processing.maxAttempts,
         retryDelayMs: config.jobs.retryDelaySeconds * 1000,
         leaseMs: config.jobs.leaseSeconds * 1000,
         maxRunMs: queueMaxRunSeconds(config) * 1000,
@@ -311,7 +293,7 @@ export const composeVod = async (
           ffmpegMediaProcessor({
             ffmpegPath: config.media.ffmpegPath,
             ffprobePath: config.media.ffprobePath,
-            maxDurationMs: config.media.maxSourceDurationSeconds * 1000,
+            maxDurationMs: config.core.processing.maxSourceDurationMs,
             ...(overrides.toolSearchPath !== undefined ? { searchPath: overrides.toolSearchPath } : {}),
             ...(overrides.logger ? { log: overrides.logger } : {}),
           }),

@@ -1,4 +1,4 @@
-import { SEGMENT_SECONDS } from "@vod/core";
+import { SEGMENT_SECONDS, type VodConfig, type VodSettings } from "@vod/core";
 import type { TrustProxy } from "@vod/http";
 import { Either, ParseResult, Schema } from "effect";
 import proxyaddr from "proxy-addr";
@@ -274,29 +274,27 @@ export interface HostConfig {
   readonly baseUrl: string;
   readonly mediaUrl: string;
   readonly drmUrl: string;
-  /** The web app whose pages take the links of account mail (default: the base URL). */
-  readonly appUrl: string;
+  /**
+   * The core's settings, in the core's own shape and units (`VodSettings`): the web app of account
+   * mail's links (`appUrl`, default the base URL), rate limits, third-party key systems,
+   * processing, images and webhook retries. Composition adds the secrets and hands it over whole.
+   */
+  readonly core: VodSettings & {
+    readonly appUrl: string;
+    readonly rateLimits: VodConfig["rateLimits"];
+    readonly processing: VodConfig["processing"];
+    readonly images: VodConfig["images"];
+    readonly webhooks: Pick<VodConfig["webhooks"], "retryBaseMs">;
+  };
   /**
    * Account mail: over SMTP when `smtpUrl` is set; else the embedded default writes it to the log
    * at info (the link included), and a server deployment (`database.url`) sends none.
    */
   readonly mail: { readonly smtpUrl?: string | undefined; readonly from: string };
   readonly google: { readonly clientId?: string | undefined; readonly certsUrl?: string | undefined };
-  readonly rateLimits: {
-    readonly authPerIpPerMinute: number;
-    readonly loginFailuresPerEmailAndIpPer15Minutes: number;
-    readonly loginFailuresPerEmailPer15Minutes: number;
-    readonly apiPerCredentialPerMinute: number;
-    readonly telemetryPerSessionPerMinute: number;
-    readonly accountMailPerHour: number;
-  };
   readonly drm: {
     /** 32 bytes that wrap content keys at rest; when absent it lives in dataDir. */
     readonly masterKey?: string | undefined;
-    readonly widevineLicenseUrl?: string | undefined;
-    readonly playreadyLicenseUrl?: string | undefined;
-    readonly fairplayLicenseUrl?: string | undefined;
-    readonly fairplayCertificateUrl?: string | undefined;
   };
   /**
    * Where state lives: "postgres" is the server at `database.url`, or PGlite under dataDir when
@@ -338,32 +336,18 @@ export interface HostConfig {
   readonly jobs: {
     /** Processing jobs this process runs at once; 0 runs none (an API-only node). */
     readonly workerConcurrency: number;
-    readonly maxAttempts: number;
     readonly retryDelaySeconds: number;
     /** How long a job stays its worker's without a heartbeat (a dead worker's job runs again). */
     readonly leaseSeconds: number;
-    /** The longest one processing run may take. */
-    readonly maxRunSeconds: number;
     readonly maintenanceSeconds: number;
   };
   readonly webhooks: {
     /** Allow http and private or loopback addresses as webhook URLs (tests, private networks). */
     readonly allowPrivate: boolean;
-    /** Wait before a failed delivery's second attempt, doubled for each further one. */
-    readonly retryBaseSeconds: number;
   };
   readonly media: {
-    readonly maxSourceDurationSeconds: number;
-    /** Length of the chunks of a long source, each a job any worker takes. */
-    readonly chunkSeconds: number;
-    /** Sources of at least this many chunks are chunked. */
-    readonly minChunks: number;
     readonly ffmpegPath?: string | undefined;
     readonly ffprobePath?: string | undefined;
-    /** Images (thumbnails, animated previews, storyboards) this node makes at once. */
-    readonly imageConcurrency: number;
-    /** Image requests that wait for a turn beyond those; past that: 429 with Retry-After. */
-    readonly imageMaxWaiting: number;
   };
   /** JSON signing keys from the environment; when absent they live in dataDir. */
   readonly signingKeys?: string | undefined;
@@ -439,24 +423,40 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     baseUrl: trimSlash(e.VOD_BASE_URL ?? local),
     mediaUrl: trimSlash(e.VOD_MEDIA_URL ?? local),
     drmUrl: trimSlash(e.VOD_DRM_URL ?? local),
-    appUrl: trimSlash(e.VOD_APP_URL ?? e.VOD_BASE_URL ?? local),
     mail: { smtpUrl: e.VOD_SMTP_URL, from: e.VOD_MAIL_FROM ?? "no-reply@localhost" },
     google: { clientId: e.VOD_GOOGLE_CLIENT_ID, certsUrl: e.VOD_GOOGLE_CERTS_URL },
-    rateLimits: {
-      authPerIpPerMinute: e.VOD_RATE_LIMIT_AUTH_PER_MINUTE,
-      loginFailuresPerEmailAndIpPer15Minutes: e.VOD_RATE_LIMIT_LOGIN_PER_EMAIL_AND_IP,
-      loginFailuresPerEmailPer15Minutes: e.VOD_RATE_LIMIT_LOGIN_PER_EMAIL,
-      apiPerCredentialPerMinute: e.VOD_RATE_LIMIT_API_PER_MINUTE,
-      telemetryPerSessionPerMinute: e.VOD_RATE_LIMIT_TELEMETRY_PER_MINUTE,
-      accountMailPerHour: e.VOD_RATE_LIMIT_ACCOUNT_MAIL_PER_HOUR,
+    core: {
+      appUrl: trimSlash(e.VOD_APP_URL ?? e.VOD_BASE_URL ?? local),
+      rateLimits: {
+        authPerIpPerMinute: e.VOD_RATE_LIMIT_AUTH_PER_MINUTE,
+        loginFailuresPerEmailAndIpPer15Minutes: e.VOD_RATE_LIMIT_LOGIN_PER_EMAIL_AND_IP,
+        loginFailuresPerEmailPer15Minutes: e.VOD_RATE_LIMIT_LOGIN_PER_EMAIL,
+        apiPerCredentialPerMinute: e.VOD_RATE_LIMIT_API_PER_MINUTE,
+        telemetryPerSessionPerMinute: e.VOD_RATE_LIMIT_TELEMETRY_PER_MINUTE,
+        accountMailPerHour: e.VOD_RATE_LIMIT_ACCOUNT_MAIL_PER_HOUR,
+      },
+      keySystems: {
+        widevine: e.VOD_DRM_WIDEVINE_LICENSE_URL,
+        playready: e.VOD_DRM_PLAYREADY_LICENSE_URL,
+        fairplay:
+          e.VOD_DRM_FAIRPLAY_LICENSE_URL && e.VOD_DRM_FAIRPLAY_CERTIFICATE_URL
+            ? {
+                licenseUrl: e.VOD_DRM_FAIRPLAY_LICENSE_URL,
+                certificateUrl: e.VOD_DRM_FAIRPLAY_CERTIFICATE_URL,
+              }
+            : undefined,
+      },
+      processing: {
+        maxSourceDurationMs: e.VOD_MAX_SOURCE_DURATION_SECONDS * 1000,
+        maxAttempts: e.VOD_JOB_MAX_ATTEMPTS,
+        maxRunMs: e.VOD_JOB_MAX_RUN_SECONDS * 1000,
+        chunkSeconds: e.VOD_PROCESSING_CHUNK_SECONDS,
+        minChunks: e.VOD_PROCESSING_MIN_CHUNKS,
+      },
+      images: { concurrency: e.VOD_IMAGE_CONCURRENCY, maxWaiting: e.VOD_IMAGE_MAX_WAITING },
+      webhooks: { retryBaseMs: e.VOD_WEBHOOK_RETRY_BASE_SECONDS * 1000 },
     },
-    drm: {
-      masterKey: e.VOD_DRM_MASTER_KEY,
-      widevineLicenseUrl: e.VOD_DRM_WIDEVINE_LICENSE_URL,
-      playreadyLicenseUrl: e.VOD_DRM_PLAYREADY_LICENSE_URL,
-      fairplayLicenseUrl: e.VOD_DRM_FAIRPLAY_LICENSE_URL,
-      fairplayCertificateUrl: e.VOD_DRM_FAIRPLAY_CERTIFICATE_URL,
-    },
+    drm: { masterKey: e.VOD_DRM_MASTER_KEY },
     storage: e.VOD_STORAGE,
     database: { url: e.VOD_DATABASE_URL, poolSize: e.VOD_DATABASE_POOL_SIZE, schema: e.VOD_DATABASE_SCHEMA },
     redis: { url: e.VOD_REDIS_URL, keyPrefix: e.VOD_REDIS_KEY_PREFIX },
@@ -477,25 +477,14 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
     },
     jobs: {
       workerConcurrency: e.VOD_WORKER_CONCURRENCY,
-      maxAttempts: e.VOD_JOB_MAX_ATTEMPTS,
       retryDelaySeconds: e.VOD_JOB_RETRY_DELAY_SECONDS,
       leaseSeconds: e.VOD_JOB_LEASE_SECONDS,
-      maxRunSeconds: e.VOD_JOB_MAX_RUN_SECONDS,
       maintenanceSeconds: e.VOD_JOB_MAINTENANCE_SECONDS,
     },
     webhooks: {
       allowPrivate: e.VOD_WEBHOOKS_ALLOW_PRIVATE,
-      retryBaseSeconds: e.VOD_WEBHOOK_RETRY_BASE_SECONDS,
     },
-    media: {
-      maxSourceDurationSeconds: e.VOD_MAX_SOURCE_DURATION_SECONDS,
-      chunkSeconds: e.VOD_PROCESSING_CHUNK_SECONDS,
-      minChunks: e.VOD_PROCESSING_MIN_CHUNKS,
-      ffmpegPath: e.VOD_FFMPEG_PATH,
-      ffprobePath: e.VOD_FFPROBE_PATH,
-      imageConcurrency: e.VOD_IMAGE_CONCURRENCY,
-      imageMaxWaiting: e.VOD_IMAGE_MAX_WAITING,
-    },
+    media: { ffmpegPath: e.VOD_FFMPEG_PATH, ffprobePath: e.VOD_FFPROBE_PATH },
     signingKeys: e.VOD_SIGNING_KEYS,
     cursorSecret: e.VOD_CURSOR_SECRET,
     trustProxy: e.VOD_TRUST_PROXY,

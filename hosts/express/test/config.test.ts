@@ -13,11 +13,13 @@ describe("loadConfig", () => {
       drmUrl: "http://localhost:8080",
       storage: "postgres",
       database: { poolSize: 10 },
-      rateLimits: {
-        authPerIpPerMinute: 20,
-        loginFailuresPerEmailAndIpPer15Minutes: 10,
-        loginFailuresPerEmailPer15Minutes: 100,
-        apiPerCredentialPerMinute: 1200,
+      core: {
+        rateLimits: {
+          authPerIpPerMinute: 20,
+          loginFailuresPerEmailAndIpPer15Minutes: 10,
+          loginFailuresPerEmailPer15Minutes: 100,
+          apiPerCredentialPerMinute: 1200,
+        },
       },
       trustProxy: { hops: 0 },
     });
@@ -49,7 +51,7 @@ describe("loadConfig", () => {
       database: { url: "postgresql://u@db:5432/vod", poolSize: 25 },
       redis: { url: "rediss://default:secret@cache.internal:6378/2", keyPrefix: "vod-eu:" },
       heapGrowingPercent: 0,
-      rateLimits: { authPerIpPerMinute: 5 },
+      core: { rateLimits: { authPerIpPerMinute: 5 } },
       trustProxy: { hops: 2 },
     });
   });
@@ -119,9 +121,9 @@ describe("VOD_SHUTDOWN_GRACE_SECONDS", () => {
 
 describe("VOD_PROCESSING_CHUNK_SECONDS and VOD_PROCESSING_MIN_CHUNKS", () => {
   it("default to chunks of 30 s from 3 on, and take only whole multiples of the 6 s segment", () => {
-    expect(loadConfig({}).media).toMatchObject({ chunkSeconds: 30, minChunks: 3 });
+    expect(loadConfig({}).core.processing).toMatchObject({ chunkSeconds: 30, minChunks: 3 });
     expect(
-      loadConfig({ VOD_PROCESSING_CHUNK_SECONDS: "12", VOD_PROCESSING_MIN_CHUNKS: "5" }).media,
+      loadConfig({ VOD_PROCESSING_CHUNK_SECONDS: "12", VOD_PROCESSING_MIN_CHUNKS: "5" }).core.processing,
     ).toMatchObject({ chunkSeconds: 12, minChunks: 5 });
     for (const bad of ["10", "0", "-6", "6.5", "half"])
       expect(() => loadConfig({ VOD_PROCESSING_CHUNK_SECONDS: bad }), bad).toThrow(
@@ -185,7 +187,7 @@ describe("loadConfig: objects in a GCS bucket", () => {
       VOD_RATE_LIMIT_LOGIN_PER_EMAIL: "50",
       VOD_RATE_LIMIT_LOGIN_PER_EMAIL_AND_IP: "5",
     });
-    expect(config.rateLimits).toMatchObject({
+    expect(config.core.rateLimits).toMatchObject({
       loginFailuresPerEmailPer15Minutes: 50,
       loginFailuresPerEmailAndIpPer15Minutes: 5,
     });
@@ -219,11 +221,12 @@ describe("account mail: VOD_SMTP_URL, VOD_MAIL_FROM, VOD_APP_URL", () => {
   it("logs mail by default, and links to the base URL unless VOD_APP_URL names the app", () => {
     expect(loadConfig({})).toMatchObject({
       mail: { smtpUrl: undefined, from: "no-reply@localhost" },
-      appUrl: "http://localhost:8080",
-      rateLimits: { accountMailPerHour: 5 },
+      core: { appUrl: "http://localhost:8080", rateLimits: { accountMailPerHour: 5 } },
     });
     expect(loadConfig({}).defaultedUrls).toContain("appUrl");
-    expect(loadConfig({ VOD_BASE_URL: "https://api.example.com" }).appUrl).toBe("https://api.example.com");
+    expect(loadConfig({ VOD_BASE_URL: "https://api.example.com" }).core.appUrl).toBe(
+      "https://api.example.com",
+    );
     const config = loadConfig({
       VOD_BASE_URL: "https://api.example.com",
       VOD_APP_URL: "https://app.example.com/",
@@ -232,12 +235,11 @@ describe("account mail: VOD_SMTP_URL, VOD_MAIL_FROM, VOD_APP_URL", () => {
       VOD_RATE_LIMIT_ACCOUNT_MAIL_PER_HOUR: "3",
     });
     expect(config).toMatchObject({
-      appUrl: "https://app.example.com",
+      core: { appUrl: "https://app.example.com", rateLimits: { accountMailPerHour: 3 } },
       mail: {
         smtpUrl: "smtps://mailer%40example.com:p%40ss@smtp.example.com:465",
         from: "Example Films <no-reply@example.com>",
       },
-      rateLimits: { accountMailPerHour: 3 },
     });
     expect(config.defaultedUrls).not.toContain("appUrl");
   });
