@@ -87,6 +87,9 @@ export class VodPlayer extends HTMLElement {
   /** Milliseconds from the start of loading to the first frame shown, once shown. */
   startupMs: number | undefined;
 
+  /** When the first frame was shown, on the page's clock (`performance.now()`), once shown. */
+  firstFrameTime: number | undefined;
+
   private readonly root: ShadowRoot;
   private readonly video: HTMLVideoElement;
   private hls: Hls | undefined;
@@ -123,13 +126,15 @@ export class VodPlayer extends HTMLElement {
 
   connectedCallback() {
     this.wireControls();
+    // An element upgraded in the document has had attributeChangedCallback load it already.
     const token = this.getAttribute("playback-token");
-    if (token) this.load(token);
+    if (token && token !== this.token) this.load(token);
   }
 
   disconnectedCallback() {
     this.telemetry?.flush(true);
     this.unload();
+    this.token = "";
     for (const cleanup of this.cleanups.splice(0)) cleanup();
   }
 
@@ -140,9 +145,9 @@ export class VodPlayer extends HTMLElement {
       return;
     }
     if (!value || value === this.token) return;
-    // A new token of the session playing: carry on with it. Of another session: play that.
-    if (this.claims !== undefined && readToken(value)?.sessionId === this.claims.sessionId)
-      this.useToken(value);
+    // A new token for the asset playing (a new session's: the API mints no other) carries on
+    // where playback is; a token of another asset plays that from the start.
+    if (this.claims !== undefined && readToken(value)?.assetId === this.claims.assetId) this.useToken(value);
     else this.load(value);
   }
 
@@ -160,6 +165,7 @@ export class VodPlayer extends HTMLElement {
     this.unload();
     this.loadStartedAt = performance.now();
     this.startupMs = undefined;
+    this.firstFrameTime = undefined;
     this.token = token;
     this.claims = readToken(token);
     this.video.muted = this.hasAttribute("muted");
@@ -204,6 +210,10 @@ export class VodPlayer extends HTMLElement {
     }
     const config: Partial<HlsConfig> = {
       loader: TokenLoader as unknown as new (c: HlsConfig) => Loader<LoaderContext>,
+      // At most 30 s ahead: hls.js would otherwise fill 60 MB, a whole low-bitrate video, which a
+      // viewer who leaves early never watches (and the platform still delivers).
+      maxBufferLength: 30,
+      maxMaxBufferLength: 30,
     };
     if (this.claims?.drm) {
       try {
@@ -338,7 +348,8 @@ export class VodPlayer extends HTMLElement {
     if (this.cleanups.length > 0) return;
     const firstFrame = () => {
       if (this.startupMs !== undefined) return;
-      this.startupMs = Math.round(performance.now() - this.loadStartedAt);
+      this.firstFrameTime = performance.now();
+      this.startupMs = Math.round(this.firstFrameTime - this.loadStartedAt);
       this.report("first_frame", { startup_ms: this.startupMs });
       this.telemetry?.flush();
     };

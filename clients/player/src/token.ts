@@ -1,6 +1,7 @@
 /** What the player reads of a playback token: the session, its expiry and whether it is protected. */
 export interface TokenClaims {
   readonly sessionId: string;
+  readonly assetId: string;
   /** Epoch milliseconds. */
   readonly expiresAt: number;
   readonly drm: boolean;
@@ -22,9 +23,20 @@ export const readToken = (token: string): TokenClaims | undefined => {
   const parts = token.split(".");
   if (parts.length !== 4 || parts[0] !== "v1") return undefined;
   try {
-    const claims = base64UrlJson(parts[2] as string) as { sid?: unknown; exp?: unknown; drm?: unknown };
-    if (typeof claims.sid !== "string" || typeof claims.exp !== "number") return undefined;
-    return { sessionId: claims.sid, expiresAt: claims.exp * 1000, drm: claims.drm === true };
+    const claims = base64UrlJson(parts[2] as string) as {
+      sid?: unknown;
+      aid?: unknown;
+      exp?: unknown;
+      drm?: unknown;
+    };
+    if (typeof claims.sid !== "string" || typeof claims.aid !== "string" || typeof claims.exp !== "number")
+      return undefined;
+    return {
+      sessionId: claims.sid,
+      assetId: claims.aid,
+      expiresAt: claims.exp * 1000,
+      drm: claims.drm === true,
+    };
   } catch {
     return undefined;
   }
