@@ -99,7 +99,8 @@ export class VodPlayer extends HTMLElement {
   private entitlementExpiresAt = 0;
   private telemetry: TelemetryBatches | undefined;
   private cues: StoryboardCue[] = [];
-  private timers: number[] = [];
+  /** Which `load` is current: an entitlement answered after a newer load starts nothing. */
+  private generation = 0;
   private renewal: number | undefined;
   private loadStartedAt = 0;
   private stallStartedAt: number | undefined;
@@ -183,7 +184,7 @@ export class VodPlayer extends HTMLElement {
   }
 
   private unload() {
-    for (const timer of this.timers.splice(0)) clearInterval(timer);
+    this.generation++;
     if (this.renewal !== undefined) clearTimeout(this.renewal);
     this.renewal = undefined;
     this.hls?.destroy();
@@ -195,6 +196,7 @@ export class VodPlayer extends HTMLElement {
 
   private async startHls(manifest: string) {
     const player = this;
+    const generation = this.generation;
     const Base = Hls.DefaultConfig.loader;
     // Every request hls.js makes goes out with the token the player holds now, whatever token
     // the URL was resolved under: a renewed token applies to the very next segment.
@@ -218,6 +220,7 @@ export class VodPlayer extends HTMLElement {
     if (this.claims?.drm) {
       try {
         const entitlement = await this.entitlement();
+        if (generation !== this.generation) return;
         const clearKey = entitlement.key_systems["org.w3.clearkey"];
         if (!clearKey) throw new Error("the entitlement lists no ClearKey licence");
         Object.assign(config, {
@@ -233,6 +236,7 @@ export class VodPlayer extends HTMLElement {
           },
         });
       } catch (error) {
+        if (generation !== this.generation) return;
         this.report("error", { error_code: "entitlement_failed", message: String(error) });
         this.telemetry?.flush();
         return;
@@ -367,15 +371,24 @@ export class VodPlayer extends HTMLElement {
     });
     on("play", () => this.report("play"));
     on("pause", () => {
-      if (!video.ended) this.report("pause");
+      if (video.ended) return;
+      this.report("pause");
+      // A viewer who pauses may well leave: what happened until now goes at once.
+      this.telemetry?.flush();
     });
     on("waiting", () => {
       if (this.startupMs === undefined || video.seeking || this.stallStartedAt !== undefined) return;
       this.stallStartedAt = performance.now();
       this.report("stall_start");
     });
+    // By `seeking`, currentTime is already the target: where the seek came from is the last
+    // position played.
+    let played = 0;
+    on("timeupdate", () => {
+      if (!video.seeking) played = video.currentTime;
+    });
     on("seeking", () => {
-      this.seekingFrom ??= Math.round(video.currentTime * 1000);
+      this.seekingFrom ??= Math.round(played * 1000);
     });
     on("seeked", () => {
       this.report("seek", { from_ms: this.seekingFrom });

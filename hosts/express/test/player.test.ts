@@ -39,6 +39,8 @@ interface Probe {
     imagePixels(dataUrl: string): Promise<Pixels>;
     preview(): { image: string; position: string; width: string; display: string };
     startupMs(): number | undefined;
+    seekedPast(seconds: number): boolean;
+    ended(): boolean;
   };
 }
 const PROBE = fileURLToPath(new URL("./fixtures/player-probe.js", import.meta.url));
@@ -121,15 +123,19 @@ describe("<vod-player> and the embed page in headless Chromium, on the embedded 
     const requests: Array<{ method: string; url: string; status?: number }> = [];
     const opened = await browser.open(url, async (page) => {
       await page.addInitScript({ path: PROBE });
-      page.on("requestfinished", async (r) =>
-        requests.push({ method: r.method(), url: r.url(), status: (await r.response())?.status() }),
+      // Each finished request with its status; one still being read as the page closes is left out.
+      page.on("requestfinished", (r) =>
+        r.response().then(
+          (res) => requests.push({ method: r.method(), url: r.url(), status: res?.status() }),
+          () => undefined,
+        ),
       );
       await prepare?.(page);
     });
     return { ...opened, requests };
   };
 
-  it("the embed page plays a clear asset: a decoded frame that is not black, storyboard previews on the seek bar, telemetry with startup_ms stored", async () => {
+  it("the embed page plays a clear asset: a decoded frame that is not black, storyboard previews on the seek bar, seeking and pausing; telemetry with startup_ms, seek and pause stored", async () => {
     const { session, token } = await newSession(clearAsset);
     const { page, problems } = await open(embedUrl(token));
     try {
@@ -149,6 +155,20 @@ describe("<vod-player> and the embed page in headless Chromium, on the embedded 
       expect(preview.width).toBe("160px");
       // Half way through 100 s, at least 2 s a tile: not the first tile.
       expect(preview.position).not.toBe("0px 0px");
+
+      // A click on the seek bar seeks there; the play button then pauses.
+      await page.mouse.click(box.x + box.width * 0.75, box.y + box.height / 2);
+      await page.waitForFunction(() => (globalThis as unknown as Probe).vodProbe.seekedPast(70), undefined, {
+        timeout: 30_000,
+      });
+      // The pause goes to telemetry at once (with the seek before it): the test waits for that
+      // beacon's answer before the page closes.
+      await Promise.all([
+        page.waitForResponse(
+          (r) => r.url().endsWith("/v1/telemetry") && (r.request().postData() ?? "").includes('"pause"'),
+        ),
+        page.locator("vod-player .play").click(),
+      ]);
       expect(problems()).toEqual([]);
     } finally {
       await page.context().close();
@@ -174,6 +194,16 @@ describe("<vod-player> and the embed page in headless Chromium, on the embedded 
       expect.arrayContaining(["play", "rendition_change", "first_frame"]),
     );
     expect(events.find((e) => e.event === "rendition_change")?.bitrate_kbps).toBeGreaterThan(0);
+    const seek = await until(
+      "seek and pause stored",
+      async () => {
+        const stored = await storedEvents(session.id);
+        return stored.some((e) => e.event === "pause") ? stored.find((e) => e.event === "seek") : undefined;
+      },
+      20_000,
+    );
+    expect(seek?.playhead_ms).toBeGreaterThan(70_000);
+    expect(seek?.extra.from_ms).toBeLessThan(30_000);
   }, 120_000);
 
   it("the embed page plays a ClearKey asset through the session's entitlement and licence", async () => {
@@ -220,7 +250,7 @@ describe("<vod-player> and the embed page in headless Chromium, on the embedded 
     expect(again.status).toBe(304);
   });
 
-  it("on a 60 s token, an embedded player asks its page for new tokens and plays on past 90 s", async () => {
+  it("on a 60 s token, an embedded player asks its page for new tokens and plays on past 90 s, to the end", async () => {
     const { session, token } = await newSession(clearAsset, 60);
     // Each token handed is a new session's of the same asset: the API mints no other kind.
     const handed: Array<{ token: string; sessionId: string }> = [];
@@ -265,6 +295,11 @@ window.addEventListener("message", async (message) => {
       // Segments went out under the tokens handed later, not only the first.
       const tokensUsed = new Set(media.map((r) => /\/v1\/play\/([^/]+)\//.exec(r.url)?.[1]));
       expect(handed.some((t) => tokensUsed.has(t.token))).toBe(true);
+      // And on to the end of the video.
+      await embedded.waitForFunction(() => (globalThis as unknown as Probe).vodProbe.ended(), undefined, {
+        timeout: 30_000,
+        polling: 250,
+      });
       expect(problems()).toEqual([]);
     } finally {
       await page.context().close();
@@ -272,12 +307,13 @@ window.addEventListener("message", async (message) => {
     }
     // A heartbeat every 10 s of the 90 s played, each under the token current when it was sent.
     const events = await until(
-      "heartbeats stored",
+      "heartbeats and the end stored",
       async () => {
         const stored = [];
         for (const id of [session.id, ...handed.map((h) => h.sessionId)])
           stored.push(...(await storedEvents(id)));
-        return stored.filter((e) => e.event === "heartbeat").length >= 8 ? stored : undefined;
+        const heartbeats = stored.filter((e) => e.event === "heartbeat").length;
+        return heartbeats >= 8 && stored.some((e) => e.event === "ended") ? stored : undefined;
       },
       20_000,
     );
