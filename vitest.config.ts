@@ -18,6 +18,7 @@ export default defineConfig({
       "@vod/test-services/browser": src("test-services", "browser"),
       "@vod/core": src("core"),
       "@vod/http": src("http"),
+      "@vod/player/files": src("clients/player", "files"),
       "@vod/adapter-memory": src("adapters/memory"),
       "@vod/adapter-postgres": src("adapters/postgres"),
       "@vod/adapter-redis": src("adapters/redis"),
@@ -39,10 +40,11 @@ export default defineConfig({
   },
   test: {
     include: [
-      "{core,http,adapters/*,hosts/*,contract-tests,test-services,examples/*}/test/**/*.test.ts",
+      "{core,http,adapters/*,hosts/*,clients/*,contract-tests,test-services,examples/*}/test/**/*.test.ts",
       "test/**/*.test.ts",
     ],
-    globalSetup: ["contract-tests/src/global-setup.ts"],
+    // The player's bundle, which the media app serves (clients/player/build.mjs), from the sources.
+    globalSetup: ["contract-tests/src/global-setup.ts", "clients/player/build.mjs"],
     reporters: ["default", "./scripts/summary-reporter.ts"],
     testTimeout: 20_000,
     hookTimeout: 30_000,

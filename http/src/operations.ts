@@ -4,6 +4,7 @@ import {
   type ImageFile,
   InvalidRequest,
   NotFound,
+  PlaybackUnavailable,
   type Principal,
   RENDITION_MEDIA_TYPES,
   type RequestedRange,
@@ -28,6 +29,7 @@ import {
   type Reply,
 } from "./operation.js";
 import { REFERENCE_PAGE, referenceScript } from "./reference.js";
+import { embedPage, playerScript as loadPlayerScript } from "./player.js";
 
 const params = Schema.Struct({ params: Rq.IdParams });
 
@@ -173,6 +175,16 @@ const routes = {
     "GET /v1/play/:token/*path",
     200,
     "A manifest, segment or key file of a playback session; byte ranges supported.",
+  ),
+  playerScript: at(
+    "GET /v1/player.js",
+    200,
+    'The `<vod-player>` web component (hls.js bundled), one ES module: `<script type="module">` from any origin. Revalidated by its ETag.',
+  ),
+  embed: at(
+    "GET /v1/embed/:token",
+    200,
+    "An HTML page that plays the session at full size, for an iframe; `autoplay=1` (muted) and `muted=1`. Its parent hands it fresh tokens by postMessage.",
   ),
   telemetry: at(
     "POST /v1/telemetry",
@@ -686,6 +698,80 @@ export const storyboardVtt = imageOperation(
   (vod, token, _q, call) => vod.playback.images.storyboardCues(token, call.range),
 );
 
+const NOT_MODIFIED = 304;
+
+export const playerScript = publicOperation({
+  ...route("playerScript"),
+  app: "media",
+  body: { kind: "none" },
+  stateless: true,
+  // A module script from another origin is fetched with CORS.
+  cors: { allowHeaders: [], exposeHeaders: ["etag"] },
+  input: none,
+  output: null,
+  // The bundle was not built (`npm run build -w @vod/player`).
+  errors: ["PlaybackUnavailable"],
+  run: (_vod, _input, call) =>
+    Effect.flatMap(Effect.promise(loadPlayerScript), (script) =>
+      script === undefined
+        ? Effect.fail(new PlaybackUnavailable({ message: "the player is not built on this host" }))
+        : Effect.succeed({ script, fresh: headerOf(call, "if-none-match") === script.etag }),
+    ),
+  reply: {
+    kind: { kind: "opaque", mediaTypes: ["text/javascript"] },
+    of: ({ script, fresh }) => {
+      // Public: the same bytes for everyone. A page re-validates after five minutes, so a new
+      // version reaches viewers that soon.
+      const headers = { "cache-control": "public, max-age=300", etag: script.etag };
+      if (fresh) return { status: NOT_MODIFIED, headers };
+      return {
+        status: 200,
+        headers: {
+          ...headers,
+          "content-type": "text/javascript; charset=utf-8",
+          "content-length": String(script.bytes.length),
+        },
+        stream: once(script.bytes),
+      };
+    },
+  },
+});
+
+const flag = Schema.optional(Schema.Literal("0", "1", "true", "false"));
+const on = (value: string | undefined) => value === "1" || value === "true";
+
+export const embed = publicOperation({
+  ...route("embed"),
+  app: "media",
+  credential: { token: "playback", in: "path" },
+  body: { kind: "none" },
+  input: Schema.Struct({ params: Rq.PlayTokenParams, query: Schema.Struct({ autoplay: flag, muted: flag }) }),
+  output: null,
+  errors: ["Forbidden", "PlaybackUnavailable"],
+  run: (vod, { params, query }) =>
+    Effect.map(vod.playback.verify(params.token), (claims) => ({
+      page: embedPage(params.token, claims.drm ? vod.ports.links.entitlement() : undefined, {
+        autoplay: on(query.autoplay),
+        muted: on(query.muted),
+      }),
+    })),
+  reply: {
+    kind: { kind: "opaque", mediaTypes: ["text/html"] },
+    of: ({ page }) => ({
+      status: 200,
+      headers: {
+        // Private and re-read: the page holds the session's token, a credential.
+        "cache-control": "private, no-cache",
+        "content-type": "text/html; charset=utf-8",
+        "content-length": String(Buffer.byteLength(page)),
+        // The token in the page's URL must not travel on as a Referer.
+        "referrer-policy": "no-referrer",
+      },
+      stream: once(page),
+    }),
+  },
+});
+
 /** DECISIONS: a telemetry batch is at most 32 KiB, refused before it is read whole. */
 export const TELEMETRY_MAX_BYTES = 32 * 1024;
 
@@ -832,7 +918,7 @@ const sameSecret = (given: string, expected: string) =>
   );
 
 async function* once(text: string | Uint8Array): AsyncIterable<Uint8Array> {
-  yield Buffer.from(text);
+  yield typeof text === "string" ? Buffer.from(text) : text;
 }
 
 export const metrics = publicOperation({
@@ -1015,6 +1101,8 @@ export const operations: ReadonlyArray<Operation> = [
   storyboardWebp,
   storyboardVtt,
   playFile,
+  playerScript,
+  embed,
   telemetry,
   entitlement,
   clearKeyLicense,

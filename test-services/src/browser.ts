@@ -31,8 +31,11 @@ export interface BrowserPage {
 }
 
 export interface TestBrowser {
-  /** A new page at `url`, in a context of its own (no cookies, cache or storage shared), loaded. */
-  open(url: string): Promise<BrowserPage>;
+  /**
+   * A new page at `url`, in a context of its own (no cookies, cache or storage shared), loaded;
+   * `prepare` runs on the page before it navigates (init scripts, request listeners).
+   */
+  open(url: string, prepare?: (page: Page) => Promise<void> | void): Promise<BrowserPage>;
   close(): Promise<void>;
 }
 
@@ -48,9 +51,10 @@ export const launchChromium = async (executablePath = CHROMIUM_PATH): Promise<Te
     );
   const browser: Browser = await chromium.launch({ executablePath, headless: true, args: CHROMIUM_ARGS });
   return {
-    open: async (url) => {
+    open: async (url, prepare) => {
       const context = await browser.newContext();
       const page = await context.newPage();
+      await prepare?.(page);
       const problems: string[] = [];
       page.on("pageerror", (e) => problems.push(`uncaught: ${e.message}`));
       page.on("console", (m) => {
