@@ -1,3 +1,5 @@
+import type { StaticRenditionName } from "../domain/asset.js";
+
 /**
  * The addresses the use cases hand to clients (where a part is sent, what a player fetches), made
  * by whoever serves them: the core says what a link leads to, never how it is spelled, so each
@@ -18,6 +20,8 @@ export interface Links {
   thumbnail(token: string): string;
   /** A session's storyboard (the WebVTT that points into the sprite sheet), by the session's token. */
   storyboard(token: string): string;
+  /** A session's static rendition (`high.mp4`, `low.mp4`, `audio.m4a`), by the session's token. */
+  staticRendition(token: string, name: StaticRenditionName): string;
   /** Where a player sends its playback events. */
   telemetry(): string;
   /** Where a player asks for a DRM session's entitlement. */
