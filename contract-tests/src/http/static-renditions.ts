@@ -177,6 +177,8 @@ export const describeStaticRenditions = (makeSubject: MakeHttpSubject): void => 
         const past = await sendTo("GET", download, { headers: { range: `bytes=${expected.length}-` } });
         expect(expectError(past, 416, "invalid_request").details).toMatchObject({ size: expected.length });
       }
+      // Only their own routes serve them: not as a file of the renditions.
+      expectError(await sendTo("GET", `${base}static/high.mp4`), 404, "not_found");
       expectInvalidFields(await sendTo("GET", `${base}high.mp4?download=a%2Fb.mp4`), [["download"]]);
       expectInvalidFields(await sendTo("GET", `${base}low.mp4?download=`), [["download"]]);
     });

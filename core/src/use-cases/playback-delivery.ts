@@ -1,5 +1,5 @@
 import { Effect, Option } from "effect";
-import { renditionKey } from "../domain/object-keys.js";
+import { renditionKey, STATIC_RENDITIONS_DIR } from "../domain/object-keys.js";
 import { NotFound } from "../errors.js";
 import type { ByteStream } from "../ports/object-store.js";
 import type { VodPorts } from "../tokens.js";
@@ -101,7 +101,9 @@ export const makePlaybackDelivery = (ports: VodPorts, verify: VerifyPlaybackToke
   const open = (token: string, path: string, range?: RequestedRange) =>
     Effect.gen(function* () {
       const claims = yield* verify(token);
-      if (!isRenditionFile(path)) return yield* Effect.fail(new NotFound({ message: "no such file" }));
+      // Static renditions answer at their own routes, which check that they are turned on.
+      if (!isRenditionFile(path) || path.startsWith(STATIC_RENDITIONS_DIR))
+        return yield* Effect.fail(new NotFound({ message: "no such file" }));
       const key = renditionKey(claims.tenantId, claims.assetId, path);
       const head = yield* store.head(key);
       if (Option.isNone(head)) return yield* Effect.fail(new NotFound({ message: "no such file" }));

@@ -3,6 +3,7 @@ import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { ffmpegMediaProcessor } from "@vod/adapter-ffmpeg";
+import { filesystemObjectStore } from "@vod/adapter-filesystem";
 import { memoryObjectStore, memoryRevocationStore } from "@vod/adapter-memory";
 import { startWebhookReceiver, type WebhookReceiver } from "@vod/contract-tests";
 import type { RunningHost } from "@vod/host-express";
@@ -58,7 +59,10 @@ describe("static MP4 renditions of real media (mp4_support: standard)", () => {
   const scratch = suiteScratch("vod-static-");
   let dir: string;
   let host: RunningHost;
+  /** A host whose store has local files, read in place: the silent asset is made there. */
+  let local: RunningHost;
   let auth: Record<string, string>;
+  let localAuth: Record<string, string>;
   let receiver: WebhookReceiver;
   let secret: string;
   let source: string;
@@ -68,10 +72,10 @@ describe("static MP4 renditions of real media (mp4_support: standard)", () => {
   const hook = "/hook/static";
 
   /** Waits until none of the asset's static renditions is preparing; the asset then. */
-  const settledStatic = async (assetId: string) => {
+  const settledStatic = async (assetId: string, on = host, as = auth) => {
     const until = Date.now() + 120_000;
     for (;;) {
-      const { body } = await call(host.url, `/v1/assets/${assetId}`, { headers: auth });
+      const { body } = await call(on.url, `/v1/assets/${assetId}`, { headers: as });
       const list = body.asset.static_renditions as StaticRendition[];
       if (list.length > 0 && list.every((r) => r.status !== "preparing")) return body.asset;
       if (Date.now() > until) throw new Error(`static renditions still ${JSON.stringify(list)}`);
@@ -93,7 +97,17 @@ describe("static MP4 renditions of real media (mp4_support: standard)", () => {
       },
       { retryDelayMs: 200 },
     );
+    local = await scratch.memoryHost(
+      { VOD_DATA_DIR: join(dir, "local"), VOD_LOG_LEVEL: "silent" },
+      {
+        objectStore: filesystemObjectStore({ root: join(dir, "objects") }),
+        revocationStore: memoryRevocationStore(),
+        mediaProcessor: ffmpegMediaProcessor(),
+      },
+      { retryDelayMs: 200 },
+    );
     auth = await signUp(host.url, "static");
+    localAuth = await signUp(local.url, "static-local");
     const created = await call(host.url, "/v1/webhooks", {
       headers: auth,
       body: { url: `${receiver.url}${hook}`, events: ["asset.static_rendition.ready"] },
@@ -106,30 +120,31 @@ describe("static MP4 renditions of real media (mp4_support: standard)", () => {
     await makeVideo(silentSource, { width: WIDTH, height: HEIGHT, seconds: SECONDS, fps: 25, audio: false });
     // Turned on once ready (PATCH), and from creation on for the one without audio.
     patched = (await uploadAsset(host.url, auth, await readFile(source), "patched")).assetId;
-    const draft = await call(host.url, "/v1/assets", {
-      headers: auth,
+    const draft = await call(local.url, "/v1/assets", {
+      headers: localAuth,
       body: { title: "silent", mp4_support: "standard" },
     });
     expect(draft.status).toBe(201);
     expect(draft.body.asset).toMatchObject({ mp4_support: "standard", static_renditions: [] });
     silent = draft.body.asset.id;
-    const started = await call(host.url, "/v1/uploads", {
-      headers: auth,
-      body: { asset_id: silent, size_bytes: (await readFile(silentSource)).length },
-    });
     const bytes = await readFile(silentSource);
+    const started = await call(local.url, "/v1/uploads", {
+      headers: localAuth,
+      body: { asset_id: silent, size_bytes: bytes.length },
+    });
     const part = started.body.upload.parts[0] as { url: string };
     expect((await fetch(part.url, { method: "PUT", body: bytes })).status).toBe(200);
-    expect(
-      (await call(host.url, `/v1/uploads/${started.body.upload.id}/complete`, { headers: auth, body: {} }))
-        .status,
-    ).toBe(200);
+    const completed = await call(local.url, `/v1/uploads/${started.body.upload.id}/complete`, {
+      headers: localAuth,
+      body: {},
+    });
+    expect(completed.status).toBe(200);
     const ready = await settledAsset(host.url, auth, patched);
     expect(ready).toMatchObject({ status: "ready", mp4_support: "none", static_renditions: [] });
   }, 180_000);
 
-  const session = async (assetId: string) => {
-    const res = await call(host.url, "/v1/playback/sessions", { body: { asset_id: assetId }, headers: auth });
+  const session = async (assetId: string, on = host, as = auth) => {
+    const res = await call(on.url, "/v1/playback/sessions", { body: { asset_id: assetId }, headers: as });
     expect(res.status).toBe(201);
     return res.body as { token: string; urls: Record<string, string> };
   };
@@ -272,13 +287,13 @@ describe("static MP4 renditions of real media (mp4_support: standard)", () => {
     }
   }, 60_000);
 
-  it("makes no audio.m4a of a source without audio, and answers 404 for it", async () => {
-    const asset = await settledStatic(silent);
+  it("makes no audio.m4a of a source without audio, and answers 404 for it (a store read in place)", async () => {
+    const asset = await settledStatic(silent, local, localAuth);
     expect((asset.static_renditions as StaticRendition[]).map((r) => [r.name, r.status])).toEqual([
       ["high.mp4", "ready"],
       ["low.mp4", "ready"],
     ]);
-    const { urls } = await session(silent);
+    const { urls } = await session(silent, local, localAuth);
     expect(urls).toHaveProperty("mp4_high");
     expect(urls).not.toHaveProperty("audio");
     const base = (urls.manifest as string).replace(/\/master\.m3u8$/, "");
