@@ -117,7 +117,11 @@ export const makeStaticRenditions = (ports: VodPorts) => {
       if (playlist === undefined)
         return yield* Effect.fail(new StorageError({ message: `${key} lists no segments` }));
       const at = (path: string) => objectInput(renditionKey(asset.tenant_id, asset.id, path));
-      return { init: at(playlist.init), segments: playlist.segments.map((s) => at(s.path)) } as PackagedTrack;
+      const track: PackagedTrack = {
+        init: at(playlist.init),
+        segments: playlist.segments.map((s) => at(s.path)),
+      };
+      return track;
     });
 
   /**
@@ -186,7 +190,10 @@ export const makeStaticRenditions = (ports: VodPorts) => {
         );
         if (Either.isLeft(made)) {
           const e: MediaRejected | StorageError = made.left;
-          if (job.attempt < job.maxAttempts) return yield* Effect.fail(jobFailed(e.message, e));
+          // As for processing: a medium the tool rejects is final, other trouble worth a retry.
+          const final =
+            job.attempt >= job.maxAttempts || (e._tag === "MediaRejected" && e.code !== "processing_error");
+          if (!final) return yield* Effect.fail(jobFailed(e.message, e));
           failed = `${name}: ${e.message}`;
           yield* saveList(asset, settle(name, { name, status: "failed", size_bytes: null }));
           continue;
