@@ -167,9 +167,17 @@ export const describeStaticRenditions = (makeSubject: MakeHttpSubject): void => 
         expect(whole.response.headers.get("content-type")).toBe("video/mp4");
         expect(whole.bytes.equals(expected)).toBe(true);
 
+        const head = await fetch(`${base}${name}`, { method: "HEAD" });
+        expect(head.status).toBe(200);
+        expect(head.headers.get("content-type")).toBe("video/mp4");
+
         // A download is answered by the media app on every store: its ranges too.
         const download = `${base}${name}?download=${encodeURIComponent(`clip ${name}`)}`;
-        const part = await bytesOf(download, { range: "bytes=2-9" });
+        const part = await bytesOf(download, { range: "bytes=2-9", origin: "https://shop.example" });
+        // A page on any origin may read the file's name.
+        expect(part.response.headers.get("access-control-expose-headers")?.toLowerCase()).toContain(
+          "content-disposition",
+        );
         expect(part.response.status).toBe(206);
         expect(part.response.headers.get("content-range")).toBe(`bytes 2-9/${expected.length}`);
         expect(part.response.headers.get("content-disposition")).toBe(`attachment; filename="clip ${name}"`);
