@@ -106,7 +106,7 @@ const setUp = async (remux: (inner: NonNullable<MediaProcessor["remux"]>) => Med
   const stored = async () => (await memoryBackdoor(storage).asset(asset.id)) as unknown as Asset;
   const exists = (name: string) =>
     memoryObjectStoreBackdoor(objects).exists(staticRenditionKey(tenant.id, asset.id, name));
-  return { vod, storage, asset, principal, job, stored, exists, made };
+  return { vod, storage, objects, asset, principal, job, stored, exists, made };
 };
 
 describe("the static-renditions job (memory)", () => {
@@ -137,6 +137,19 @@ describe("the static-renditions job (memory)", () => {
     // high.mp4 was made once: the retry made only what was not ready.
     expect(t.made).toStrictEqual(["high.mp4", "low.mp4", "low.mp4"]);
     expect(await t.exists("low.mp4")).toBe(false);
+  });
+
+  it("makes again a file listed ready that is no longer stored (a removal that raced a making)", async () => {
+    const t = await setUp((inner) => inner);
+    expect(await Effect.runPromise(t.vod.staticRenditions.run(t.job(1)))).toStrictEqual({ status: "ready" });
+    expect(t.made).toStrictEqual(["high.mp4", "low.mp4"]);
+    await Effect.runPromise(
+      t.objects.deletePrefix(staticRenditionKey(t.asset.tenant_id, t.asset.id, "high.mp4")),
+    );
+    expect(await Effect.runPromise(t.vod.staticRenditions.run(t.job(1)))).toStrictEqual({ status: "ready" });
+    expect(t.made).toStrictEqual(["high.mp4", "low.mp4", "high.mp4"]);
+    expect(await t.exists("high.mp4")).toBe(true);
+    expect((await t.stored()).static_renditions.map((r) => r.status)).toStrictEqual(["ready", "ready"]);
   });
 
   it("turned off while it runs: the PATCH empties the list, and the run removes what it stored", async () => {

@@ -135,14 +135,15 @@ export const makeStaticRenditions = (ports: VodPorts) => {
   const run = (job: Job<"static-renditions">): Effect.Effect<StaticRenditionsOutcome, JobFailed> =>
     Effect.gen(function* () {
       const { tenant_id, asset_id } = job.data;
-      const removeFiles = store.deletePrefix(staticRenditionsPrefix(tenant_id, asset_id));
-      const found = yield* storage.assets.get(tenant_id, asset_id);
+      let found = yield* storage.assets.get(tenant_id, asset_id);
       if (Option.isNone(found) || found.value.mp4_support === "none") {
-        yield* removeFiles;
-        return { status: "skipped" } as const;
+        yield* store.deletePrefix(staticRenditionsPrefix(tenant_id, asset_id));
+        // Turned on again meanwhile: what this removal took is made again below.
+        found = yield* storage.assets.get(tenant_id, asset_id);
       }
+      if (Option.isNone(found) || !staticRenditionsDue(found.value) || found.value.drm_enabled)
+        return { status: "skipped" } as const;
       let asset = found.value;
-      if (!staticRenditionsDue(asset) || asset.drm_enabled) return { status: "skipped" } as const;
       const remux = ports.mediaProcessor?.remux;
       if (!remux) return yield* Effect.fail(jobFailed("this process cannot make static renditions"));
 
@@ -153,10 +154,14 @@ export const makeStaticRenditions = (ports: VodPorts) => {
         "low.mp4",
         ...(audio ? (["audio.m4a"] as const) : []),
       ];
+      // A file listed ready is kept only while it is stored (a removal may have raced a making).
+      const stored = new Set<StaticRenditionName>();
+      for (const name of names)
+        if (Option.isSome(yield* store.head(staticRenditionKey(tenant_id, asset_id, name)))) stored.add(name);
       const planned = yield* saveList(asset, (list) =>
         names.map(
           (name) =>
-            list.find((r) => r.name === name && r.status === "ready") ?? {
+            list.find((r) => r.name === name && r.status === "ready" && stored.has(name)) ?? {
               name,
               status: "preparing",
               size_bytes: null,
