@@ -709,7 +709,7 @@ const staticRenditionOperation = (id: keyof typeof routes, name: StaticRendition
       kind: {
         kind: "file",
         mediaTypes: [STATIC_RENDITION_MEDIA_TYPES[name]],
-        headers: { "content-disposition": "with `download`: `attachment` and the file name asked for" },
+        headers: { "Content-Disposition": "with `download`: `attachment` and the file name asked for" },
       },
       of: ({ file, download }, vod) => {
         const reply = fileReply(file, vod);
