@@ -1,10 +1,14 @@
-import type {
-  MediaProcessor,
-  OutputFile,
-  PackagedOutput,
-  PlannedRendition,
-  ProbedSource,
-  Rendition,
+import { readFile } from "node:fs/promises";
+import {
+  type MediaInput,
+  type MediaProcessor,
+  type OutputFile,
+  type PackagedOutput,
+  type PackagedTrack,
+  type PlannedRendition,
+  type ProbedSource,
+  type Rendition,
+  StorageError,
 } from "@vod/core";
 import { Effect } from "effect";
 
@@ -16,13 +20,37 @@ async function* once(bytes: Uint8Array) {
 
 const even = (n: number) => Math.max(2, Math.round(n / 2) * 2);
 
+/** The bytes of a stored input, read in place or from the store. */
+const bytesOfInput = (input: MediaInput) =>
+  "path" in input
+    ? Effect.tryPromise({
+        try: () => readFile(input.path),
+        catch: (cause) => new StorageError({ message: `could not read ${input.path}`, cause }),
+      })
+    : Effect.flatMap(input.open(), (stream) =>
+        Effect.tryPromise({
+          try: async () => {
+            const chunks: Uint8Array[] = [];
+            for await (const chunk of stream) chunks.push(chunk);
+            return Buffer.concat(chunks);
+          },
+          catch: (cause) => new StorageError({ message: "could not read a stored input", cause }),
+        }),
+      );
+
+const trackBytes = (track: PackagedTrack) =>
+  Effect.map(Effect.forEach([track.init, ...track.segments], bytesOfInput), (pieces) =>
+    Buffer.concat(pieces),
+  );
+
 /**
  * A media processor that never looks at the source: every upload probes as a 4 s 640x360 H.264
  * video, planned as the ladder's rungs at or below 360p (360p and 240p with the default ladder),
  * each packaged into a tiny HLS set (a media playlist, an init segment, one segment), with the
  * poster and the master (listing the variants of `options.master` too). Suites that need a ready
  * asset without ffmpeg's seconds use it. A DRM asset's media playlists name its key id in the
- * ClearKey line, as the real packaging does.
+ * ClearKey line, as the real packaging does. `remux` joins the tracks' stored bytes (video, then
+ * audio) into the file it emits: what it reads is what is served.
  */
 export const fakeMediaProcessor = (): MediaProcessor => {
   const source: ProbedSource = {
@@ -94,6 +122,16 @@ export const fakeMediaProcessor = (): MediaProcessor => {
           renditions: planned.map((p) => p.rendition),
         };
         return output;
+      }),
+    remux: (tracks, file, emit) =>
+      Effect.gen(function* () {
+        const pieces = [
+          ...(tracks.video ? [yield* trackBytes(tracks.video)] : []),
+          ...(tracks.audio ? [yield* trackBytes(tracks.audio)] : []),
+        ];
+        const bytes = new Uint8Array(Buffer.concat(pieces));
+        yield* emit({ path: file.path, contentType: file.contentType, body: once(bytes) });
+        return { size: bytes.byteLength };
       }),
   };
 };

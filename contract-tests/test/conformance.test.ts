@@ -35,6 +35,8 @@ const asset = {
   published_at: null,
   renditions: [],
   ready_at: null,
+  mp4_support: "none",
+  static_renditions: [],
   created_at: 1,
 };
 const notFound = { error: "not_found", code: "not_found", message: "no such route" };

@@ -16,7 +16,11 @@ export type { Accounts } from "./use-cases/accounts.js";
 export { KEY_TAG, MAX_LISTED_API_KEYS } from "./use-cases/api-keys.js";
 export { makeCursors } from "./use-cases/assets.js";
 export * from "./use-cases/authenticate.js";
-export { RENDITION_MEDIA_TYPES, type RequestedRange } from "./use-cases/playback-delivery.js";
+export {
+  RENDITION_MEDIA_TYPES,
+  type RequestedRange,
+  type StoredFile,
+} from "./use-cases/playback-delivery.js";
 export { IMAGE_MEDIA_TYPES, type ImageFile } from "./use-cases/playback-images.js";
 export {
   type ChunkOutcome,
@@ -27,6 +31,11 @@ export {
 } from "./use-cases/processing.js";
 export { layeredRevocations, localRevocationFeed } from "./use-cases/revocations.js";
 export { derivedKey, type Sealer, sealer } from "./use-cases/sealing.js";
+export {
+  STATIC_RENDITION_MEDIA_TYPES,
+  type StaticRenditionsOutcome,
+  staticSources,
+} from "./use-cases/static-renditions.js";
 export { enforceRate, hmacBase64Url, sha256Hex } from "./use-cases/support.js";
 export {
   type DeliveryOutcome,

@@ -7,6 +7,7 @@ import { makeAssets } from "./use-cases/assets.js";
 import { makeCredentials } from "./use-cases/authenticate.js";
 import { makePlayback } from "./use-cases/playback.js";
 import { makeProcessing } from "./use-cases/processing.js";
+import { makeStaticRenditions } from "./use-cases/static-renditions.js";
 import { makeTenants } from "./use-cases/tenants.js";
 import { makeUploads } from "./use-cases/uploads.js";
 import { makeWebhooks } from "./use-cases/webhooks.js";
@@ -42,6 +43,8 @@ export interface Vod {
   readonly assets: ReturnType<typeof makeAssets>;
   readonly uploads: ReturnType<typeof makeUploads>;
   readonly processing: ReturnType<typeof makeProcessing>;
+  /** The `static-renditions` job (their delivery is playback's). */
+  readonly staticRenditions: ReturnType<typeof makeStaticRenditions>;
   readonly playback: ReturnType<typeof makePlayback>;
   readonly webhooks: ReturnType<typeof makeWebhooks>;
 }
@@ -79,6 +82,7 @@ export const createVod = (ports: VodPorts, configInput?: VodConfigInput): Vod =>
     assets: makeAssets(ports, config, playback.endForAsset),
     uploads: makeUploads(ports, config, credentials.tenantIsActive),
     processing: makeProcessing(ports, config),
+    staticRenditions: makeStaticRenditions(ports),
     playback,
     webhooks: makeWebhooks(ports, config),
   };

@@ -5,6 +5,9 @@ import {
   clearKeyLicense,
   entitlement,
   playFile,
+  staticAudio,
+  staticHigh,
+  staticLow,
   storyboardVtt,
   telemetry,
   thumbnailJpg,
@@ -42,6 +45,8 @@ export const catalogLinks = (urls: AppUrls): Links => {
     playFile: (token, file) => at(playFile, { token, path: file }),
     thumbnail: (token) => at(thumbnailJpg, { token }),
     storyboard: (token) => at(storyboardVtt, { token }),
+    staticRendition: (token, name) =>
+      at(name === "high.mp4" ? staticHigh : name === "low.mp4" ? staticLow : staticAudio, { token }),
     telemetry: () => at(telemetry),
     entitlement: () => at(entitlement),
     clearKeyLicense: () => at(clearKeyLicense),

@@ -107,6 +107,7 @@ const successOf = (op: Operation): DocumentedRoute["success"] => {
         status: op.status,
         description: "The file, in its own media type",
         content: { mediaTypes: op.reply.mediaTypes },
+        ...(op.reply.headers ? { headers: op.reply.headers } : {}),
       };
     case "headers":
       return { status: op.status, description: "Done; the outcome in headers", headers: op.reply.headers };

@@ -76,7 +76,12 @@ export type TokenCredential =
 export type ReplyKind =
   | { readonly kind: "json" }
   | { readonly kind: "headers"; readonly headers: Readonly<Record<string, string>> }
-  | { readonly kind: "file"; readonly mediaTypes: ReadonlyArray<string> }
+  /** `headers`: what the file's answers may carry beside the usual ones, each with its description. */
+  | {
+      readonly kind: "file";
+      readonly mediaTypes: ReadonlyArray<string>;
+      readonly headers?: Readonly<Record<string, string>>;
+    }
   | { readonly kind: "opaque"; readonly mediaTypes: ReadonlyArray<string> };
 
 /** CORS for routes browsers call from other origins: the headers a page may send and read. */

@@ -11,11 +11,14 @@ import {
   type Requirement,
   Requests as Rq,
   Resources as Rs,
+  STATIC_RENDITION_MEDIA_TYPES,
+  type StaticRenditionName,
   StorageError,
   Unauthorized,
   type Vod,
   type VodError,
 } from "@vod/core";
+import { create as contentDisposition } from "content-disposition";
 import { Effect, Schema } from "effect";
 import { errorReply } from "./errors.js";
 import {
@@ -28,8 +31,8 @@ import {
   publicOperation,
   type Reply,
 } from "./operation.js";
-import { REFERENCE_PAGE, referenceScript } from "./reference.js";
 import { embedPage, playerScript as loadPlayerScript } from "./player.js";
+import { REFERENCE_PAGE, referenceScript } from "./reference.js";
 
 const params = Schema.Struct({ params: Rq.IdParams });
 
@@ -171,6 +174,17 @@ const routes = {
     200,
     "WebVTT cues covering the duration in order, each pointing at its tile: `storyboard.jpg#xywh=x,y,w,h`.",
   ),
+  staticHigh: at(
+    "GET /v1/play/:token/high.mp4",
+    200,
+    "The static MP4 of the best rendition up to 1080p, with audio (`mp4_support: standard`); byte ranges supported, `download=NAME` saves it as NAME.",
+  ),
+  staticLow: at(
+    "GET /v1/play/:token/low.mp4",
+    200,
+    "The static MP4 of the lowest rendition, with audio (see high.mp4).",
+  ),
+  staticAudio: at("GET /v1/play/:token/audio.m4a", 200, "The audio alone, as M4A (see high.mp4)."),
   playFile: at(
     "GET /v1/play/:token/*path",
     200,
@@ -771,6 +785,46 @@ export const embed = publicOperation({
     }),
   },
 });
+/**
+ * A static rendition (`high.mp4`, `low.mp4`, `audio.m4a`), answered as every playback file is; with
+ * `download=NAME`, as an attachment named NAME (RFC 6266, `filename*` for what ASCII cannot say).
+ * Listed before `playFile`, whose `*path` would take it.
+ */
+const staticRenditionOperation = (id: keyof typeof routes, name: StaticRenditionName) =>
+  publicOperation({
+    ...route(id),
+    app: "media",
+    credential: { token: "playback", in: "path" },
+    body: { kind: "none" },
+    cors: { ...PLAY_CORS, exposeHeaders: [...PLAY_CORS.exposeHeaders, "content-disposition"] },
+    input: Schema.Struct({ params: Rq.PlayTokenParams, query: Rq.StaticRenditionQuery }),
+    output: null,
+    errors: ["Forbidden", "PlaybackUnavailable"],
+    run: (vod, { params, query }, call) =>
+      vod.playback.staticRenditions.open(params.token, name, call.range, query.download),
+    reply: {
+      kind: {
+        kind: "file",
+        mediaTypes: [STATIC_RENDITION_MEDIA_TYPES[name]],
+        headers: { "Content-Disposition": "with `download`: `attachment` and the file name asked for" },
+      },
+      of: ({ file, download }, vod) => {
+        const reply = fileReply(file, vod);
+        if (download === undefined || reply.status >= 300) return reply;
+        return {
+          ...reply,
+          headers: {
+            ...reply.headers,
+            "content-disposition": contentDisposition(download, { type: "attachment" }),
+          },
+        };
+      },
+    },
+  });
+
+export const staticHigh = staticRenditionOperation("staticHigh", "high.mp4");
+export const staticLow = staticRenditionOperation("staticLow", "low.mp4");
+export const staticAudio = staticRenditionOperation("staticAudio", "audio.m4a");
 
 /** DECISIONS: a telemetry batch is at most 32 KiB, refused before it is read whole. */
 export const TELEMETRY_MAX_BYTES = 32 * 1024;
@@ -1100,6 +1154,9 @@ export const operations: ReadonlyArray<Operation> = [
   storyboardJpg,
   storyboardWebp,
   storyboardVtt,
+  staticHigh,
+  staticLow,
+  staticAudio,
   playFile,
   playerScript,
   embed,

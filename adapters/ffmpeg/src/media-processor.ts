@@ -11,6 +11,7 @@ import type {
   MediaProcessor,
   OutputFile,
   PackagedOutput,
+  PackagedTrack,
   PackageOptions,
   PartChecksums,
   ProbedSource,
@@ -231,6 +232,35 @@ const localSource = (
 const fileBody = (path: string): ByteStream => ({
   [Symbol.asyncIterator]: () => createReadStream(path)[Symbol.asyncIterator](),
 });
+
+/**
+ * A packaged track as one fragmented MP4 in `path`: its init segment and media segments joined
+ * byte for byte, in order (what an fMP4 rendition is). Local files are read in place.
+ */
+const joinTrack = (
+  track: PackagedTrack,
+  path: string,
+): Effect.Effect<void, MediaRejectedError | StorageError> =>
+  Effect.gen(function* () {
+    const out = createWriteStream(path);
+    yield* Effect.forEach(
+      [track.init, ...track.segments],
+      (piece) =>
+        Effect.flatMap("path" in piece ? Effect.succeed(fileBody(piece.path)) : piece.open(), (body) =>
+          Effect.tryPromise({
+            try: (signal) => pipeline(body, out, { signal, end: false }),
+            catch: (cause) =>
+              rejected("processing_error", "Could not copy a stored segment to scratch space", cause),
+          }),
+        ),
+      { discard: true },
+    ).pipe(Effect.onError(() => Effect.sync(() => out.destroy())));
+    yield* Effect.tryPromise({
+      try: () =>
+        new Promise<void>((resolve, reject) => out.end((e?: Error | null) => (e ? reject(e) : resolve()))),
+      catch: (cause) => rejected("processing_error", "Could not write a track to scratch space", cause),
+    });
+  });
 
 const listFiles = async (root: string): Promise<string[]> => {
   const entries = await readdir(root, { recursive: true, withFileTypes: true });
@@ -784,6 +814,37 @@ export const ffmpegMediaProcessor = (config: FfmpegConfig = {}): MediaProcessor 
             },
             { discard: true },
           );
+        }),
+      ),
+
+    remux: (tracks, file, emit) =>
+      scratch((dir) =>
+        Effect.gen(function* () {
+          const given = [
+            ...(tracks.video ? [{ kind: "v", track: tracks.video }] : []),
+            ...(tracks.audio ? [{ kind: "a", track: tracks.audio }] : []),
+          ];
+          if (given.length === 0) return yield* rejected("processing_error", "No track to remux");
+          const inputs = yield* Effect.forEach(
+            given,
+            ({ kind, track }) => {
+              const path = join(dir, `${kind}.mp4`);
+              return Effect.as(joinTrack(track, path), path);
+            },
+            { concurrency: 2 },
+          );
+          const out = join(dir, "out");
+          // Stream copy: the packaged renditions' own samples, moov moved to the front.
+          yield* tool("ffmpeg", tools.ffmpeg, [
+            ...["-hide_banner", "-nostdin", "-v", "error", "-y"],
+            ...inputs.flatMap((path) => ["-protocol_whitelist", "file", "-i", fileUrl(path)]),
+            ...given.flatMap(({ kind }, i) => ["-map", `${i}:${kind}:0`]),
+            ...["-c", "copy", "-movflags", "+faststart", "-map_metadata", "-1"],
+            ...["-f", file.path.endsWith(".m4a") ? "ipod" : "mp4", out],
+          ]);
+          const { size } = yield* Effect.promise(() => stat(out));
+          yield* emit({ path: file.path, contentType: file.contentType, body: fileBody(out) });
+          return { size };
         }),
       ),
 

@@ -205,8 +205,15 @@ const repositoriesOver = (s: MemoryState): Repositories => ({
       Effect.sync(() => {
         const stored = s.assets.get(asset.id);
         if (stored?.tenant_id === asset.tenant_id) {
-          const { title, visibility, published_at } = stored;
-          s.assets.set(asset.id, { ...asset, title, visibility, published_at });
+          const { title, visibility, published_at, mp4_support, static_renditions } = stored;
+          s.assets.set(asset.id, {
+            ...asset,
+            title,
+            visibility,
+            published_at,
+            mp4_support,
+            static_renditions,
+          });
         }
       }),
     updateDetails: (tenantId, id, details) =>

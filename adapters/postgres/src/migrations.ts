@@ -278,6 +278,15 @@ CREATE TABLE asset_chunks (
 ${tenantOwnedTablesSql(["asset_chunks"])}
 `,
   },
+  {
+    version: 15,
+    name: "static MP4 renditions of an asset",
+    sql: `
+ALTER TABLE assets ADD COLUMN mp4_support text NOT NULL DEFAULT 'none'
+  CHECK (mp4_support IN ('none', 'standard'));
+ALTER TABLE assets ADD COLUMN static_renditions jsonb NOT NULL DEFAULT '[]'::jsonb;
+`,
+  },
 ];
 
 /**

@@ -73,16 +73,27 @@ const ASSET_COLUMNS = [
   "published_at",
   "renditions",
   "ready_at",
+  "mp4_support",
+  "static_renditions",
   "created_at",
 ] as const satisfies ReadonlyArray<keyof Asset>;
 const ASSET = ASSET_COLUMNS.join(", ");
-/** A column's parameter: `renditions` is jsonb, which the drivers read as JSON but write as an array literal. */
-const assetParam = (a: Asset, column: (typeof ASSET_COLUMNS)[number]) =>
-  column === "renditions" ? JSON.stringify(a.renditions) : a[column];
-/** What a client changes (PATCH); `update` writes the rest, but for the keys and created_at. */
-const ASSET_DETAIL_COLUMNS = ["title", "visibility", "published_at"] as const satisfies ReadonlyArray<
-  keyof Asset
->;
+const JSONB_COLUMNS: ReadonlySet<string> = new Set(["renditions", "static_renditions"]);
+/** A column's parameter: jsonb columns the drivers read as JSON but write as an array literal. */
+const jsonbParam = (column: string, value: unknown) =>
+  JSONB_COLUMNS.has(column) ? JSON.stringify(value) : value;
+const assetParam = (a: Asset, column: (typeof ASSET_COLUMNS)[number]) => jsonbParam(column, a[column]);
+/**
+ * What a client changes (PATCH) and the static renditions' list; `update` writes the rest, but
+ * for the keys and created_at.
+ */
+const ASSET_DETAIL_COLUMNS = [
+  "title",
+  "visibility",
+  "published_at",
+  "mp4_support",
+  "static_renditions",
+] as const satisfies ReadonlyArray<keyof Asset>;
 const ASSET_STATE_COLUMNS = ASSET_COLUMNS.filter(
   (c) =>
     c !== "id" &&
@@ -361,7 +372,7 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
         return one<Asset>(
           tenantScope(tenantId),
           `UPDATE assets SET ${set} WHERE tenant_id = $1 AND id = $2 AND deleted_at IS NULL RETURNING ${ASSET}`,
-          [tenantId, id, ...columns.map((c) => details[c])],
+          [tenantId, id, ...columns.map((c) => jsonbParam(c, details[c]))],
         );
       },
       remove: (tenantId, id, at) =>

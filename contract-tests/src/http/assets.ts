@@ -21,6 +21,7 @@ const draft = (fields: {
   id?: unknown;
   title: string;
   drm_enabled: boolean;
+  mp4_support?: "none" | "standard";
   created_at: number;
 }): WireAsset =>
   ({
@@ -41,6 +42,8 @@ const draft = (fields: {
     published_at: null,
     renditions: [],
     ready_at: null,
+    mp4_support: fields.mp4_support ?? "none",
+    static_renditions: [],
     created_at: fields.created_at,
   }) as WireAsset;
 

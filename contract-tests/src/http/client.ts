@@ -129,7 +129,15 @@ export interface WireAsset {
   published_at: number | null;
   renditions: WireRendition[];
   ready_at: number | null;
+  mp4_support: "none" | "standard";
+  static_renditions: WireStaticRendition[];
   created_at: number;
+}
+
+export interface WireStaticRendition {
+  name: "high.mp4" | "low.mp4" | "audio.m4a";
+  status: "preparing" | "ready" | "failed";
+  size_bytes: number | null;
 }
 
 export interface WireRendition {

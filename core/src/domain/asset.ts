@@ -43,6 +43,28 @@ export interface AssetRendition extends RenditionPlan {
   readonly status: RenditionStatus;
 }
 
+/** DECISIONS "Images, downloads and text tracks": whether the asset gets static MP4 renditions. */
+export const mp4Supports = ["none", "standard"] as const;
+export type Mp4Support = (typeof mp4Supports)[number];
+
+/**
+ * The static renditions of `mp4_support: standard`: the best rendition up to 1080p and the lowest
+ * as progressive MP4s (video and audio), and the audio alone (none when the source has no audio).
+ */
+export const staticRenditionNames = ["high.mp4", "low.mp4", "audio.m4a"] as const;
+export type StaticRenditionName = (typeof staticRenditionNames)[number];
+
+/** `preparing` until made, then `ready` (served) or `failed` (docs/playback.md). */
+export const staticRenditionStatuses = ["preparing", "ready", "failed"] as const;
+export type StaticRenditionStatus = (typeof staticRenditionStatuses)[number];
+
+export interface StaticRendition {
+  readonly name: StaticRenditionName;
+  readonly status: StaticRenditionStatus;
+  /** The file's size once ready; null before. */
+  readonly size_bytes: number | null;
+}
+
 export interface Asset extends SourceMetadata {
   readonly id: AssetId;
   readonly tenant_id: TenantId;
@@ -58,6 +80,9 @@ export interface Asset extends SourceMetadata {
   readonly renditions: ReadonlyArray<AssetRendition>;
   /** When the asset became playable (its first rendition ready). */
   readonly ready_at: number | null;
+  readonly mp4_support: Mp4Support;
+  /** `[]` until the job that makes them has planned them (after the ladder completes). */
+  readonly static_renditions: ReadonlyArray<StaticRendition>;
   readonly created_at: number;
 }
 
@@ -78,6 +103,7 @@ export const newAssetDraft = (input: {
   tenant_id: TenantId;
   title?: string | undefined;
   drm?: boolean | undefined;
+  mp4_support?: Mp4Support | undefined;
   now: number;
 }): Asset => ({
   id: input.id,
@@ -93,6 +119,8 @@ export const newAssetDraft = (input: {
   published_at: null,
   renditions: [],
   ready_at: null,
+  mp4_support: input.mp4_support ?? "none",
+  static_renditions: [],
   created_at: input.now,
 });
 
@@ -193,10 +221,16 @@ export const canStartUpload = (asset: Asset): boolean => asset.status === "pendi
 export interface AssetDetailsInput {
   readonly title?: string | undefined;
   readonly visibility?: AssetVisibility | undefined;
+  readonly mp4_support?: Mp4Support | undefined;
 }
 
-/** The stored fields a details change writes; a field left out is not written. */
-export type AssetDetails = Partial<Pick<Asset, "title" | "visibility" | "published_at">>;
+/**
+ * The stored fields a details change writes; a field left out is not written. The static
+ * renditions are written this way too (by PATCH and by their job), never by processing's `update`.
+ */
+export type AssetDetails = Partial<
+  Pick<Asset, "title" | "visibility" | "published_at" | "mp4_support" | "static_renditions">
+>;
 
 /**
  * The fields a PATCH writes: `published_at` is when the asset last became public, and null
@@ -209,5 +243,14 @@ export const assetDetailsChange = (asset: Asset, input: AssetDetailsInput, now: 
     change.visibility = input.visibility;
     change.published_at = input.visibility === "public" ? now : null;
   }
+  // Turned off: the files go (their job removes them), and so does their list.
+  if (input.mp4_support !== undefined && input.mp4_support !== asset.mp4_support) {
+    change.mp4_support = input.mp4_support;
+    if (input.mp4_support === "none") change.static_renditions = [];
+  }
   return change;
 };
+
+/** Whether the static renditions are to be made now: asked for, and the ladder complete. */
+export const staticRenditionsDue = (asset: Asset): boolean =>
+  asset.mp4_support === "standard" && asset.status === "ready" && !hasPendingRenditions(asset);

@@ -16,6 +16,20 @@ export const renditionsPrefix = (tenantId: string, assetId: string) => `renditio
 export const renditionKey = (tenantId: string, assetId: string, path: string) =>
   `${renditionsPrefix(tenantId, assetId)}${path}`;
 
+/** The folder of the static renditions, relative to the renditions prefix. */
+export const STATIC_RENDITIONS_DIR = "static/";
+
+/**
+ * Where an asset's static renditions live (`high.mp4`, ...): under its renditions, deleted with
+ * them, in a folder of their own that their job clears when they are turned off.
+ */
+export const staticRenditionsPrefix = (tenantId: string, assetId: string) =>
+  renditionKey(tenantId, assetId, STATIC_RENDITIONS_DIR);
+
+/** One static rendition's file, by its name. */
+export const staticRenditionKey = (tenantId: string, assetId: string, name: string) =>
+  `${staticRenditionsPrefix(tenantId, assetId)}${name}`;
+
 /**
  * Where the chunks of a long source's renditions wait to be joined and packaged: outside the
  * renditions prefix, so playback never serves them.

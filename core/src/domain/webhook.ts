@@ -7,6 +7,7 @@ export const webhookEventTypes = [
   "asset.ready",
   "asset.rendition.ready",
   "asset.renditions_complete",
+  "asset.static_rendition.ready",
   "asset.failed",
   "asset.updated",
   "asset.deleted",

@@ -22,6 +22,11 @@ export interface JobTypes {
   /** The `count` chunks of each rendition of `unit` joined, with the source's audio packaged. */
   readonly "package-chunks": ChunkOfUnit;
   /**
+   * An asset's static renditions brought in line with its `mp4_support`: those missing made from
+   * its packaged renditions (`standard`), or every one removed (`none`).
+   */
+  readonly "static-renditions": { readonly tenant_id: TenantId; readonly asset_id: AssetId };
+  /**
    * A deleted asset's objects (origin, renditions, chunks) and the parts of the uploads that were open
    * when it was deleted, removed from the object store; its playback sessions revoked again.
    */
@@ -64,6 +69,7 @@ export const jobNames: ReadonlyArray<JobName> = [
   "process-asset",
   "encode-chunk",
   "package-chunks",
+  "static-renditions",
   "delete-asset",
   "deliver-webhook",
   "send-account-mail",

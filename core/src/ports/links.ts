@@ -1,3 +1,4 @@
+import type { StaticRenditionName } from "../domain/asset.js";
 import type { TenantId, UploadId } from "../domain/ids.js";
 
 /**
@@ -20,6 +21,8 @@ export interface Links {
   thumbnail(token: string): string;
   /** A session's storyboard (the WebVTT that points into the sprite sheet), by the session's token. */
   storyboard(token: string): string;
+  /** A session's static rendition (`high.mp4`, `low.mp4`, `audio.m4a`), by the session's token. */
+  staticRendition(token: string, name: StaticRenditionName): string;
   /** Where a player sends its playback events. */
   telemetry(): string;
   /** Where a player asks for a DRM session's entitlement. */

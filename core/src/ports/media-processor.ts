@@ -113,6 +113,12 @@ export class MediaRejected extends Data.TaggedError("MediaRejected")<{
   readonly cause?: unknown;
 }> {}
 
+/** A packaged fMP4 track as stored: its init segment and its media segments, in playlist order. */
+export interface PackagedTrack {
+  readonly init: MediaInput;
+  readonly segments: ReadonlyArray<MediaInput>;
+}
+
 /** Probes and transcodes media; owns its tools (ffmpeg, ffprobe, a packager) and scratch space. */
 export interface MediaProcessor {
   probe(input: MediaInput): Effect.Effect<ProbedSource, MediaRejected>;
@@ -160,4 +166,15 @@ export interface MediaProcessor {
     emit: (file: OutputFile) => Effect.Effect<void, StorageError>,
     options?: PackageOptions,
   ): Effect.Effect<PackagedOutput, MediaRejected | StorageError>;
+  /**
+   * One progressive MP4 made from packaged tracks without re-encoding: the `video` and `audio`
+   * tracks given (one at least), with the asset's timing, its index before the media (a player
+   * starts before the whole is fetched), handed to `emit` once as `file`. Answers its size in
+   * bytes. Absent: this processor makes no static renditions.
+   */
+  remux?(
+    tracks: { readonly video?: PackagedTrack; readonly audio?: PackagedTrack },
+    file: { readonly path: string; readonly contentType: string },
+    emit: (file: OutputFile) => Effect.Effect<void, StorageError>,
+  ): Effect.Effect<{ readonly size: number }, MediaRejected | StorageError>;
 }

@@ -1,7 +1,7 @@
 import { Schema } from "effect";
 import { PLAYBACK_TTL_MAX_SECONDS, PLAYBACK_TTL_MIN_SECONDS } from "../domain/playback-session.js";
 import { MAX_PART_COUNT } from "../domain/upload-session.js";
-import { AssetStatus, AssetVisibility, Scope, WebhookEventType } from "./resources.js";
+import { AssetStatus, AssetVisibility, Mp4Support, Scope, WebhookEventType } from "./resources.js";
 
 // Validation messages never echo the value: a password must not come back in an error body.
 const msg = (message: string) => ({ message: () => message });
@@ -93,12 +93,17 @@ export const ListApiKeysQuery = Schema.Struct({
 export const CreateAssetBody = Schema.Struct({
   title: Schema.optional(Schema.String.pipe(maxChars(200))),
   drm: Schema.optional(Schema.Boolean),
+  mp4_support: Schema.optional(Mp4Support),
 });
 
-/** PATCH: title and visibility only; drm_enabled and the rest cannot change (an unknown field is refused). */
+/**
+ * PATCH: title, visibility and mp4_support only; drm_enabled and the rest cannot change (an
+ * unknown field is refused).
+ */
 export const UpdateAssetBody = Schema.Struct({
   title: Schema.optional(Schema.String.pipe(maxChars(200))),
   visibility: Schema.optional(AssetVisibility),
+  mp4_support: Schema.optional(Mp4Support),
 });
 
 export const ListAssetsQuery = Schema.Struct({
@@ -196,6 +201,25 @@ export const ThumbnailQuery = Schema.Struct({
   height: Schema.optional(pixels(1920)),
   fit_mode: Schema.optional(Schema.Literal("preserve", "crop", "pad")),
 });
+
+const isFileNameChar = (c: string) => {
+  const code = c.codePointAt(0) ?? 0;
+  return code > 0x1f && (code < 0x7f || code > 0x9f) && c !== "/" && c !== "\\" && c !== '"';
+};
+/**
+ * A file name a download is saved under: at most 200 characters, none a control character, a
+ * slash, a backslash or a double quote, and not `.` or `..` (docs/playback.md).
+ */
+export const DownloadName = Schema.String.pipe(
+  minChars(1),
+  maxChars(200),
+  Schema.filter((s) => [...s].every(isFileNameChar) && s !== "." && s !== "..", {
+    message: () => "must be a file name: no control character, slash, backslash or double quote",
+  }),
+);
+
+/** `high.mp4`, `low.mp4`, `audio.m4a`: `download=NAME` saves the file as NAME. */
+export const StaticRenditionQuery = Schema.Struct({ download: Schema.optional(DownloadName) });
 
 /** `animated.*`: at most 10 s, 640 px wide, 30 frames a second. */
 export const AnimatedQuery = Schema.Struct({

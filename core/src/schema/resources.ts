@@ -1,5 +1,13 @@
 import { Schema } from "effect";
-import { assetStatuses, assetVisibilities, failureCodes, renditionStatuses } from "../domain/asset.js";
+import {
+  assetStatuses,
+  assetVisibilities,
+  failureCodes,
+  mp4Supports,
+  renditionStatuses,
+  staticRenditionNames,
+  staticRenditionStatuses,
+} from "../domain/asset.js";
 import { roles, scopes } from "../domain/scope.js";
 import { tenantPlans, tenantStatuses } from "../domain/tenant.js";
 import { deliveryStatuses, webhookEventTypes } from "../domain/webhook.js";
@@ -21,6 +29,7 @@ export const Scope = Schema.Literal(...scopes);
 export const Role = Schema.Literal(...roles);
 export const AssetStatus = Schema.Literal(...assetStatuses);
 export const AssetVisibility = Schema.Literal(...assetVisibilities);
+export const Mp4Support = Schema.Literal(...mp4Supports);
 
 export const User = component("User", {
   id: Schema.String,
@@ -60,6 +69,12 @@ export const AssetRendition = component("AssetRendition", {
   status: Schema.Literal(...renditionStatuses),
 });
 
+export const StaticRendition = component("StaticRendition", {
+  name: Schema.Literal(...staticRenditionNames),
+  status: Schema.Literal(...staticRenditionStatuses),
+  size_bytes: Schema.NullOr(Schema.Int),
+});
+
 export const Asset = component("Asset", {
   id: Schema.String,
   title: Schema.String,
@@ -78,6 +93,8 @@ export const Asset = component("Asset", {
   published_at: Schema.NullOr(EpochMs),
   renditions: Schema.Array(AssetRendition),
   ready_at: Schema.NullOr(EpochMs),
+  mp4_support: Mp4Support,
+  static_renditions: Schema.Array(StaticRendition),
   created_at: EpochMs,
 });
 
@@ -152,6 +169,10 @@ export const PlaybackCreated = Schema.Struct({
     thumbnail: Url,
     /** The storyboard's WebVTT, whose cues point into `storyboard.jpg`. */
     storyboard: Url,
+    /** The static renditions that are ready (`mp4_support: standard`). */
+    mp4_high: Schema.optional(Url),
+    mp4_low: Schema.optional(Url),
+    audio: Schema.optional(Url),
   }),
 }).annotations({ identifier: "PlaybackSessionCreated" });
 

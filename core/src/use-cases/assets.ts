@@ -1,6 +1,6 @@
 import { Effect, Option } from "effect";
 import type { VodConfig } from "../config.js";
-import { assetDetailsChange, newAssetDraft } from "../domain/asset.js";
+import { type Asset, assetDetailsChange, newAssetDraft, staticRenditionsDue } from "../domain/asset.js";
 import { AssetId, type TenantId, type UploadId } from "../domain/ids.js";
 import { chunksPrefix, originKey, renditionsPrefix } from "../domain/object-keys.js";
 import { InvalidRequest, NotFound, type StorageError } from "../errors.js";
@@ -20,6 +20,15 @@ type UpdateInput = typeof Requests.UpdateAssetBody.Type;
 type EndPlayback = (tenantId: TenantId, assetId: AssetId) => Effect.Effect<void, StorageError>;
 
 const assetNotFound = () => new NotFound({ message: "asset not found" });
+
+/** DECISIONS: a DRM asset has no clear copy anywhere, so no static rendition either. */
+const drmRefusesMp4 = () =>
+  new InvalidRequest({
+    message: "mp4_support: a DRM asset cannot have static renditions",
+    details: {
+      fields: [{ path: ["mp4_support"], message: "must be none for a DRM asset (drm: true)" }],
+    },
+  });
 
 /**
  * Keyset cursors: base64url of "created_at.id", a dot, and an HMAC of it bound to the tenant, so a
@@ -50,6 +59,13 @@ export const makeCursors = (secret: Uint8Array) => {
   return { encode, decode };
 };
 
+/**
+ * Whether a change of mp4_support from `before` to `after` leaves the static renditions' job work
+ * now: files to remove (a job that planned them is running or ran), or files to make.
+ */
+const staticRenditionsJobDue = (before: Asset, after: Asset) =>
+  after.mp4_support === "none" ? before.static_renditions.length > 0 : staticRenditionsDue(after);
+
 export const makeAssets = (ports: VodPorts, config: VodConfig, endPlayback: EndPlayback) => {
   const { clock, ids, storage, objectStore } = ports;
   const cursors = makeCursors(config.cursorSecret);
@@ -77,11 +93,13 @@ export const makeAssets = (ports: VodPorts, config: VodConfig, endPlayback: EndP
 
   const create = (principal: Principal, input: CreateInput) =>
     Effect.gen(function* () {
+      if (input.drm === true && input.mp4_support === "standard") return yield* Effect.fail(drmRefusesMp4());
       const asset = newAssetDraft({
         id: ids.id("asset"),
         tenant_id: principal.tenant.id,
         title: input.title,
         drm: input.drm,
+        mp4_support: input.mp4_support,
         now: clock.now(),
       });
       yield* storage.transaction((tx) =>
@@ -96,15 +114,25 @@ export const makeAssets = (ports: VodPorts, config: VodConfig, endPlayback: EndP
   const get = (principal: Principal, id: AssetId) =>
     Effect.map(orNotFound("asset")(storage.assets.get(principal.tenant.id, id)), (asset) => ({ asset }));
 
-  /** Title and visibility; nothing else of an asset is the client's to change. */
+  /**
+   * Title, visibility and mp4_support; nothing else of an asset is the client's to change. A
+   * change of mp4_support enqueues the static renditions' job when it has something to do now:
+   * making them for an asset whose ladder is complete (else processing enqueues it when it is),
+   * removing them when turned off. The tenant is locked first, as processing locks it before it
+   * saves, so that of this and the ladder's completion exactly one sees the other.
+   */
   const update = (principal: Principal, id: AssetId, input: UpdateInput) =>
     storage.transaction((tx) =>
       Effect.gen(function* () {
         const tenantId = principal.tenant.id;
+        if (input.mp4_support !== undefined) yield* tx.tenants.lock(tenantId);
         const asset = yield* orNotFound("asset")(tx.assets.get(tenantId, id));
+        if (asset.drm_enabled && input.mp4_support === "standard") return yield* Effect.fail(drmRefusesMp4());
         const change = assetDetailsChange(asset, input, clock.now());
         const updated = yield* tx.assets.updateDetails(tenantId, id, change);
         if (Option.isNone(updated)) return yield* Effect.fail(assetNotFound());
+        if (change.mp4_support !== undefined && staticRenditionsJobDue(asset, updated.value))
+          yield* tx.jobs.enqueue("static-renditions", { tenant_id: tenantId, asset_id: id });
         yield* recordEvent(tx, tenantId, "asset.updated", { asset: updated.value });
         return { asset: updated.value };
       }),

@@ -1,5 +1,5 @@
 import { Effect, Option } from "effect";
-import { renditionKey } from "../domain/object-keys.js";
+import { renditionKey, STATIC_RENDITIONS_DIR } from "../domain/object-keys.js";
 import { NotFound } from "../errors.js";
 import type { ByteStream } from "../ports/object-store.js";
 import type { VodPorts } from "../tokens.js";
@@ -36,6 +36,60 @@ const RENDITION_FILE = new RegExp(
 );
 export const isRenditionFile = (path: string) => RENDITION_FILE.test(path);
 
+/** A stored file as playback answers it (images, static renditions): see `storedFile`. */
+export type StoredFile =
+  | { readonly kind: "redirect"; readonly url: string }
+  | { readonly kind: "unsatisfiable"; readonly size: number }
+  | {
+      readonly kind: "file";
+      readonly body: AsyncIterable<Uint8Array>;
+      readonly size: number;
+      readonly range: { readonly start: number; readonly end: number } | undefined;
+      readonly contentType: string;
+      readonly playlist: false;
+      readonly expiresAt: number;
+    };
+
+/**
+ * The object at `key` answered the way every playback file is: a redirect to the store where it
+ * has delivery URLs (unless `redirect` is false), else whole or by range; none when not stored.
+ */
+export const storedFile = (
+  ports: Pick<VodPorts, "clock" | "objectStore">,
+  key: string,
+  delivery: {
+    readonly contentType: string;
+    readonly expiresAt: number;
+    readonly range?: RequestedRange | undefined;
+    readonly redirect?: boolean;
+  },
+) =>
+  Effect.gen(function* () {
+    const { clock, objectStore: store } = ports;
+    const head = yield* store.head(key);
+    if (Option.isNone(head)) return Option.none<StoredFile>();
+    if (store.deliveryUrl && delivery.redirect !== false) {
+      const url = yield* store.deliveryUrl(key, clock.now() + DELIVERY_URL_TTL_MS);
+      return Option.some<StoredFile>({ kind: "redirect", url });
+    }
+    const size = head.value.size;
+    const wanted = delivery.range?.(size);
+    if (wanted === "unsatisfiable") return Option.some<StoredFile>({ kind: "unsatisfiable", size });
+    const bounded = wanted ? { start: wanted.start, end: Math.min(wanted.end, size - 1) } : undefined;
+    const body = yield* Effect.catchTag(store.get(key, bounded), "NotFound", () =>
+      Effect.fail(new NotFound({ message: "no such file" })),
+    );
+    return Option.some<StoredFile>({
+      kind: "file",
+      body,
+      size,
+      range: bounded,
+      contentType: delivery.contentType,
+      playlist: false,
+      expiresAt: delivery.expiresAt,
+    });
+  });
+
 /** Delivery: the files of a session's renditions, whole, by range, or as a redirect to the store. */
 export const makePlaybackDelivery = (ports: VodPorts, verify: VerifyPlaybackToken) => {
   const { clock, objectStore: store } = ports;
@@ -47,7 +101,9 @@ export const makePlaybackDelivery = (ports: VodPorts, verify: VerifyPlaybackToke
   const open = (token: string, path: string, range?: RequestedRange) =>
     Effect.gen(function* () {
       const claims = yield* verify(token);
-      if (!isRenditionFile(path)) return yield* Effect.fail(new NotFound({ message: "no such file" }));
+      // Static renditions answer at their own routes, which check that they are turned on.
+      if (!isRenditionFile(path) || path.startsWith(STATIC_RENDITIONS_DIR))
+        return yield* Effect.fail(new NotFound({ message: "no such file" }));
       const key = renditionKey(claims.tenantId, claims.assetId, path);
       const head = yield* store.head(key);
       if (Option.isNone(head)) return yield* Effect.fail(new NotFound({ message: "no such file" }));

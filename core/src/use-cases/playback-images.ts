@@ -23,7 +23,7 @@ import type {
 } from "../ports/image-maker.js";
 import type { MediaRejected } from "../ports/media-processor.js";
 import type { VodPorts } from "../tokens.js";
-import { isRenditionFile, type RequestedRange } from "./playback-delivery.js";
+import { isRenditionFile, type RequestedRange, type StoredFile, storedFile } from "./playback-delivery.js";
 import type { PlaybackClaims, VerifyPlaybackToken } from "./playback-sessions.js";
 import { readText } from "./support.js";
 
@@ -73,18 +73,7 @@ export interface AnimatedQuery {
 }
 
 /** An image or storyboard file, as delivery answers it (`open` of playback delivery's shape). */
-export type ImageFile =
-  | { readonly kind: "redirect"; readonly url: string }
-  | { readonly kind: "unsatisfiable"; readonly size: number }
-  | {
-      readonly kind: "file";
-      readonly body: AsyncIterable<Uint8Array>;
-      readonly size: number;
-      readonly range: { readonly start: number; readonly end: number } | undefined;
-      readonly contentType: string;
-      readonly playlist: false;
-      readonly expiresAt: number;
-    };
+export type ImageFile = StoredFile;
 
 type ImageError =
   | Conflict
@@ -309,32 +298,9 @@ export const makePlaybackImages = (ports: VodPorts, config: VodConfig, verify: V
     });
   };
 
-  /** Answers the stored image the way every playback file is answered: whole, by range, or a redirect. */
+  /** Answers the stored image the way every playback file is: whole, by range, or a redirect. */
   const deliver = (key: string, claims: PlaybackClaims, contentType: string, range?: RequestedRange) =>
-    Effect.gen(function* () {
-      const head = yield* store.head(key);
-      if (Option.isNone(head)) return Option.none<ImageFile>();
-      if (store.deliveryUrl) {
-        const url = yield* store.deliveryUrl(key, clock.now() + 300_000);
-        return Option.some<ImageFile>({ kind: "redirect", url });
-      }
-      const size = head.value.size;
-      const wanted = range?.(size);
-      if (wanted === "unsatisfiable") return Option.some<ImageFile>({ kind: "unsatisfiable", size });
-      const bounded = wanted ? { start: wanted.start, end: Math.min(wanted.end, size - 1) } : undefined;
-      const body = yield* Effect.catchTag(store.get(key, bounded), "NotFound", () =>
-        Effect.fail(new NotFound({ message: "no such file" })),
-      );
-      return Option.some<ImageFile>({
-        kind: "file",
-        body,
-        size,
-        range: bounded,
-        contentType,
-        playlist: false,
-        expiresAt: claims.expiresAt,
-      });
-    });
+    storedFile(ports, key, { contentType, expiresAt: claims.expiresAt, range });
 
   /** The stored rendition an image of `width` x `height` is made from: the smallest as large, else the largest. */
   const renditionFor = (asset: Asset, want: Box): AssetRendition | undefined => {

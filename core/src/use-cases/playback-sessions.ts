@@ -1,4 +1,5 @@
 import { Effect, Either, Option, Schema } from "effect";
+import type { Asset, StaticRenditionName } from "../domain/asset.js";
 import type { AssetId, PlaybackSessionId, TenantId } from "../domain/ids.js";
 import { PLAYBACK_TTL_DEFAULT_SECONDS, type PlaybackSession } from "../domain/playback-session.js";
 import { Forbidden, type StorageError, Unauthorized, UploadInProgress } from "../errors.js";
@@ -57,6 +58,18 @@ export const makePlaybackSessions = (
 ) => {
   const { clock, ids, links, storage, tokenSigner } = ports;
 
+  /** The session's URLs of the static renditions that are ready (DECISIONS: "where made"). */
+  const staticUrls = (asset: Asset, token: string) => {
+    const ready = (name: StaticRenditionName) =>
+      asset.mp4_support === "standard" &&
+      asset.static_renditions.some((r) => r.name === name && r.status === "ready");
+    return {
+      ...(ready("high.mp4") ? { mp4_high: links.staticRendition(token, "high.mp4") } : {}),
+      ...(ready("low.mp4") ? { mp4_low: links.staticRendition(token, "low.mp4") } : {}),
+      ...(ready("audio.m4a") ? { audio: links.staticRendition(token, "audio.m4a") } : {}),
+    };
+  };
+
   const create = (principal: Principal, input: CreateInput) =>
     Effect.gen(function* () {
       const asset = yield* orNotFound("asset")(storage.assets.get(principal.tenant.id, input.asset_id));
@@ -100,6 +113,7 @@ export const makePlaybackSessions = (
           ...(session.drm ? { entitlement: links.entitlement() } : {}),
           thumbnail: links.thumbnail(token),
           storyboard: links.storyboard(token),
+          ...staticUrls(asset, token),
         },
       };
     });

@@ -7,6 +7,7 @@ import { makePlaybackDelivery } from "./playback-delivery.js";
 import { makePlaybackImages } from "./playback-images.js";
 import { makePlaybackSessions } from "./playback-sessions.js";
 import { cachedRevocations } from "./revocations.js";
+import { makeStaticRenditionDelivery } from "./static-renditions.js";
 import { makeTelemetryIntake } from "./telemetry.js";
 
 /**
@@ -22,6 +23,7 @@ export const makePlayback = (ports: VodPorts, config: VodConfig, tenantIsActive:
     ...sessions,
     ...makePlaybackDelivery(ports, sessions.verify),
     images: makePlaybackImages(ports, config, sessions.verify),
+    staticRenditions: makeStaticRenditionDelivery(ports, sessions.verify),
     ...makeEntitlement(ports, config, sessions.verify, revocations, keys, tenantIsActive),
     ...makeTelemetryIntake(ports, config, sessions.verify),
     contentKeys: keys,

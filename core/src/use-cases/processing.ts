@@ -6,6 +6,7 @@ import {
   type FailureCode,
   hasPendingRenditions,
   type SourceMetadata,
+  staticRenditionsDue,
   transitionAsset,
 } from "../domain/asset.js";
 import type { UploadId } from "../domain/ids.js";
@@ -214,8 +215,12 @@ export const makeProcessing = (
           if (rendition)
             yield* recordEvent(tx, saved.tenant_id, "asset.rendition.ready", { asset: saved, rendition });
         }
-        if (saved.status === "ready" && hasPendingRenditions(current) && !hasPendingRenditions(saved))
+        if (saved.status === "ready" && hasPendingRenditions(current) && !hasPendingRenditions(saved)) {
           yield* recordEvent(tx, saved.tenant_id, "asset.renditions_complete", { asset: saved });
+          // The ladder is complete: the static renditions asked for are made from it.
+          if (staticRenditionsDue(saved))
+            yield* tx.jobs.enqueue("static-renditions", { tenant_id: saved.tenant_id, asset_id: saved.id });
+        }
         return saved;
       }),
     );

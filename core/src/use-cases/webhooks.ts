@@ -1,6 +1,6 @@
 import { Effect, Option, Schema } from "effect";
 import type { VodConfig } from "../config.js";
-import type { Asset, AssetRendition, FailureCode } from "../domain/asset.js";
+import type { Asset, AssetRendition, FailureCode, StaticRendition } from "../domain/asset.js";
 import type { TenantId } from "../domain/ids.js";
 import type { UploadSession } from "../domain/upload-session.js";
 import {
@@ -29,18 +29,20 @@ export const MAX_LISTED_DELIVERIES = 100;
 /**
  * What an event carries: the asset as the API shows it, for upload events the session, and for
  * asset.failed why (`failure`: its code and a message, naming the part when a part's bytes differ);
- * `asset.rendition.ready` the rendition.
+ * `asset.rendition.ready` the rendition, `asset.static_rendition.ready` the static rendition.
  */
 export interface EventData {
   readonly asset: Asset;
   readonly upload?: UploadSession;
   readonly failure?: { readonly code: FailureCode; readonly message: string };
   readonly rendition?: AssetRendition;
+  readonly static_rendition?: StaticRendition;
 }
 
 const encodeAsset = Schema.encodeSync(Rs.Asset);
 const encodeUpload = Schema.encodeSync(Rs.UploadSession);
 const encodeRendition = Schema.encodeSync(Rs.AssetRendition);
+const encodeStaticRendition = Schema.encodeSync(Rs.StaticRendition);
 
 /** Records `type` for the tenant inside the caller's transaction. */
 export type RecordEvent = (
@@ -73,7 +75,12 @@ export const eventRecorder =
           ? { upload: encodeUpload(data.upload), asset: encodeAsset(data.asset) }
           : data.rendition
             ? { asset: encodeAsset(data.asset), rendition: encodeRendition(data.rendition) }
-            : { asset: encodeAsset(data.asset), ...(data.failure ? { failure: data.failure } : {}) },
+            : data.static_rendition
+              ? {
+                  asset: encodeAsset(data.asset),
+                  static_rendition: encodeStaticRendition(data.static_rendition),
+                }
+              : { asset: encodeAsset(data.asset), ...(data.failure ? { failure: data.failure } : {}) },
       });
       for (const webhook of webhooks) {
         const delivery: WebhookDelivery = {

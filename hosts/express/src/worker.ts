@@ -43,9 +43,10 @@ export const startWorker = async (
   const metrics = vod.ports.metrics;
   /**
    * The processing jobs' workers, each logged under its own word: a whole asset (`processing`),
-   * one chunk of a long source (`chunk`), a unit's chunks joined and packaged (`packaging`).
+   * one chunk of a long source (`chunk`), a unit's chunks joined and packaged (`packaging`), an
+   * asset's static MP4 renditions remuxed or removed (`static renditions`).
    */
-  type ProcessingJob = "process-asset" | "encode-chunk" | "package-chunks";
+  type ProcessingJob = "process-asset" | "encode-chunk" | "package-chunks" | "static-renditions";
   const processing: Array<{ readonly word: string; readonly worker: Worker<ProcessingJob> }> = [];
   const stopProcessing = () => Effect.runPromise(Effect.all(processing.map((p) => p.worker.stop)));
   const processingWork = async <N extends ProcessingJob>(
@@ -110,6 +111,7 @@ export const startWorker = async (
     await processingWork("process-asset", "processing", vod.processing.processAsset);
     await processingWork("encode-chunk", "chunk", vod.processing.encodeChunk, chunkFields);
     await processingWork("package-chunks", "packaging", vod.processing.packageChunks, chunkFields);
+    await processingWork("static-renditions", "static renditions", vod.staticRenditions.run);
   } catch (error) {
     await stopProcessing();
     throw error;
