@@ -30,6 +30,7 @@ export default defineConfig({
       "@vod/adapter-google-identity": src("adapters/google-identity"),
       "@vod/adapter-webhook-http": src("adapters/webhook-http"),
       "@vod/adapter-smtp": src("adapters/smtp"),
+      "@vod/client": src("clients/client"),
       "@vod/host-express": src("hosts/express"),
       "@vod/contract-tests": src("contract-tests"),
       "@vod/test-services": src("test-services"),
@@ -39,7 +40,7 @@ export default defineConfig({
   },
   test: {
     include: [
-      "{core,http,adapters/*,hosts/*,contract-tests,test-services,examples/*}/test/**/*.test.ts",
+      "{core,http,adapters/*,clients/*,hosts/*,contract-tests,test-services,examples/*}/test/**/*.test.ts",
       "test/**/*.test.ts",
     ],
     globalSetup: ["contract-tests/src/global-setup.ts"],
