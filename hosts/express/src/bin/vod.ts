@@ -3,6 +3,7 @@ import type { AddressInfo } from "node:net";
 import { DataDirectoryInUse, prepareDatabase, TargetNotEmpty } from "@vod/adapter-postgres";
 import { Cause, Effect, Exit, Option } from "effect";
 import { backup, RestoreRefused, restore } from "../backup.js";
+import { playCommand, uploadCommand } from "../client-cli.js";
 import { composeVod, openDatabase, queueDefinition } from "../compose.js";
 import { ConfigError, type HostConfig, loadConfig } from "../config.js";
 import { tuneHeapForRequests, tuneHeapForStreaming } from "../heap.js";
@@ -30,6 +31,15 @@ commands:
   restore <file> [--force]
             restore a backup into an empty database (VOD_DATA_DIR, or VOD_DATABASE_URL's);
             --force replaces what is there (the embedded database is moved aside)
+
+client commands (on VOD_API_URL with VOD_API_KEY):
+  upload FILE [--title T] [--drm] [--parallel N] [--wait]
+            create an asset and upload FILE as its source, N parts at once (default 4); killed
+            or interrupted, the same command resumes it (state in VOD_STATE_DIR, else
+            $XDG_STATE_HOME/vod, else ~/.local/state/vod); --wait waits until it is ready and
+            prints a playback URL
+  play ASSET_ID [--ttl SECONDS]
+            mint a playback session of the asset and print its token and URLs
 
 On the embedded default, a data directory is opened by one process: tenant, migrate and backup
 go through a running \`vod serve\` of the same VOD_DATA_DIR; serve and restore refuse, naming it.
@@ -227,6 +237,10 @@ export const main = async (argv: ReadonlyArray<string>) => {
         return await backupCommand(argv.slice(1));
       case "restore":
         return await restoreCommand(argv.slice(1));
+      case "upload":
+        return await uploadCommand(argv.slice(1));
+      case "play":
+        return await playCommand(argv.slice(1));
       default:
         process.stderr.write(usage);
         process.exitCode = command === undefined || command === "help" || command === "--help" ? 0 : 2;
