@@ -36,6 +36,7 @@ export default defineConfig({
       "@vod/test-services": src("test-services"),
       "@vod/example-embedded": src("examples/embedded"),
       "@vod/example-fastify": src("examples/fastify"),
+      "@vod/example-client": src("examples/client", "flow"),
     },
   },
   test: {
