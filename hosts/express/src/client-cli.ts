@@ -5,7 +5,6 @@ import { basename, dirname, join } from "node:path";
 import { parseArgs } from "node:util";
 import { AssetFailed, createClient, type UploadProgress, type VodClient, VodError } from "@vod/client";
 import cliProgress from "cli-progress";
-import { ConfigError } from "./config.js";
 
 /** What a run of `vod upload` leaves for the next run of the same file: the asset and its session. */
 interface UploadState {
@@ -25,11 +24,20 @@ export const usageError = (message: string) => {
   process.exitCode = 2;
 };
 
-const clientFromEnv = (env: NodeJS.ProcessEnv): { client: VodClient; apiUrl: string } => {
+/** The client of VOD_API_URL with VOD_API_KEY; without them, undefined, said, and exit code 78 (config). */
+const clientFromEnv = (
+  command: string,
+  env: NodeJS.ProcessEnv,
+): { client: VodClient; apiUrl: string } | undefined => {
   const apiUrl = env.VOD_API_URL;
   const apiKey = env.VOD_API_KEY;
-  if (!apiUrl || !apiKey)
-    throw new ConfigError("set VOD_API_URL (the API's address) and VOD_API_KEY (an API key)");
+  if (!apiUrl || !apiKey) {
+    process.stderr.write(
+      `vod ${command}: set VOD_API_URL (the API's address) and VOD_API_KEY (an API key)\n`,
+    );
+    process.exitCode = 78;
+    return undefined;
+  }
   return { client: createClient({ baseUrl: apiUrl, apiKey }), apiUrl };
 };
 
@@ -153,7 +161,9 @@ export const uploadCommand = async (args: ReadonlyArray<string>, env: NodeJS.Pro
   const parallel = values.parallel === undefined ? 4 : Number(values.parallel);
   if (!Number.isInteger(parallel) || parallel < 1 || parallel > 32)
     return usageError("--parallel takes a whole number from 1 to 32");
-  const { client, apiUrl } = clientFromEnv(env);
+  const configured = clientFromEnv("upload", env);
+  if (!configured) return;
+  const { client, apiUrl } = configured;
   let file: string;
   let info: Awaited<ReturnType<typeof stat>>;
   try {
@@ -258,7 +268,9 @@ export const playCommand = async (args: ReadonlyArray<string>, env: NodeJS.Proce
   const ttlSeconds = parsed.values.ttl === undefined ? undefined : Number(parsed.values.ttl);
   if (ttlSeconds !== undefined && !Number.isInteger(ttlSeconds))
     return usageError("--ttl takes whole seconds");
-  const { client } = clientFromEnv(env);
+  const configured = clientFromEnv("play", env);
+  if (!configured) return;
+  const { client } = configured;
   try {
     const { session, token, urls } = await client.playback.createSession({ assetId, ttlSeconds });
     console.log(`manifest: ${urls.manifest}`);
