@@ -4,7 +4,6 @@ import { homedir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { parseArgs } from "node:util";
 import { AssetFailed, createClient, type UploadProgress, type VodClient, VodError } from "@vod/client";
-import cliProgress from "cli-progress";
 
 /** What a run of `vod upload` leaves for the next run of the same file: the asset and its session. */
 interface UploadState {
@@ -75,7 +74,7 @@ const writeState = async (path: string, state: UploadState) => {
 };
 
 /** A bar with bytes, speed and ETA on a terminal; a plain line per part otherwise (logs, CI, pipes). */
-const progressReporter = (stream: NodeJS.WriteStream) => {
+const progressReporter = async (stream: NodeJS.WriteStream) => {
   const startedAt = Date.now();
   let firstBytes: number | undefined;
   const speed = (p: UploadProgress) => {
@@ -83,6 +82,8 @@ const progressReporter = (stream: NodeJS.WriteStream) => {
     return seconds > 0 ? (p.uploadedBytes - (firstBytes ?? p.uploadedBytes)) / seconds : 0;
   };
   if (stream.isTTY) {
+    // Loaded for a terminal only: a piped run starts without it.
+    const { default: cliProgress } = await import("cli-progress");
     const bar = new cliProgress.SingleBar(
       {
         stream,
@@ -186,7 +187,7 @@ export const uploadCommand = async (args: ReadonlyArray<string>, env: NodeJS.Pro
   const onSignal = () => interrupt.abort(new Error("interrupted"));
   process.once("SIGINT", onSignal);
   process.once("SIGTERM", onSignal);
-  const reporter = progressReporter(process.stderr);
+  const reporter = await progressReporter(process.stderr);
   try {
     let state = await readState(statePath);
     let asset = state
@@ -217,7 +218,8 @@ export const uploadCommand = async (args: ReadonlyArray<string>, env: NodeJS.Pro
       reporter.stop();
       const seconds = (Date.now() - startedAt) / 1000;
       console.log(
-        `uploaded ${mib(done.upload.size_bytes)} in ${seconds.toFixed(1)} s: asset ${asset.id} is ${done.asset.status}`,
+        `uploaded ${mib(done.upload.size_bytes)} in ${seconds.toFixed(2)} s ` +
+          `(${mib(done.upload.size_bytes / seconds)}/s): asset ${asset.id} is ${done.asset.status}`,
       );
     } else console.log(`already uploaded: asset ${asset.id} is ${asset.status}`);
 

@@ -188,7 +188,7 @@ describe("vod upload (embedded host)", () => {
     const code = await new Promise<number | null>((resolve) => run.once("close", resolve));
     expect(code, output).toBe(0);
     expect(output).toMatch(/100% \| 19\.\d MiB of 19\.\d MiB \| \d+(\.\d)? MiB\/s \| ETA \d+s/);
-    expect(output).toMatch(/uploaded 19\.\d MiB in [\d.]+ s: asset ast_\w+ is uploaded/);
+    expect(output).toMatch(/uploaded 19\.\d MiB in [\d.]+ s \([\d.]+ MiB\/s\): asset ast_\w+ is uploaded/);
     expect(output).not.toMatch(/^uploaded [\d.]+ MiB of/m);
   }, 120_000);
 });
