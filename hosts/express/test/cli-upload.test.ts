@@ -191,4 +191,46 @@ describe("vod upload (embedded host)", () => {
     expect(output).toMatch(/uploaded 19\.\d MiB in [\d.]+ s \([\d.]+ MiB\/s\): asset ast_\w+ is uploaded/);
     expect(output).not.toMatch(/^uploaded [\d.]+ MiB of/m);
   }, 120_000);
+
+  it("Ctrl-C stops the upload, says how to resume, and the same command resumes it", async () => {
+    const file = join(dir, "interrupted.mp4");
+    await makeSizedVideo(file, 25);
+    const size = (await stat(file)).size;
+    const env = { VOD_API_URL: relay.url, VOD_API_KEY: apiKey, VOD_STATE_DIR: join(dir, "sigint-state") };
+    const args = ["upload", file, "--parallel", "1"];
+    const before = relay.sent();
+    const first = runCli(args, env);
+    await eventually("half of the file sent", () => relay.sent() - before >= size / 2, 60_000, 5);
+    first.child.kill("SIGINT");
+    expect((await first.exit).code).toBe(130);
+    expect(first.stderr()).toContain("interrupted; run the same command again to resume");
+
+    const second = runCli(args, env);
+    expect((await second.exit).code, second.stderr()).toBe(0);
+    expect(second.stderr()).toMatch(/resuming upload upl_\w+: [1-3] of 3 parts/);
+    expect(second.stdout()).toMatch(/asset ast_\w+ is uploaded/);
+  }, 120_000);
+
+  it("vod play prints a new session's manifest, telemetry URL and token; errors say what is wrong", async () => {
+    const auth = { "x-api-key": apiKey };
+    const listed = await call(host.url, "/v1/assets?status=ready", { headers: auth });
+    const ready: string = listed.body.data[0].id;
+    const env = { VOD_API_URL: relay.url, VOD_API_KEY: apiKey };
+    const played = runCli(["play", ready, "--ttl", "600"], env);
+    expect((await played.exit).code, played.stderr()).toBe(0);
+    const manifest = /^manifest: (\S+)$/m.exec(played.stdout())?.[1] ?? "";
+    expect(manifest).toMatch(/\/master\.m3u8$/);
+    expect((await fetch(manifest)).status).toBe(200);
+    expect(played.stdout()).toMatch(/^telemetry: http\S+$/m);
+    expect(played.stdout()).toMatch(/^token: v1\.\S+$/m);
+
+    const missing = runCli(["play", "ast_missing"], env);
+    expect((await missing.exit).code).toBe(1);
+    expect(missing.stderr()).toContain("vod play: not_found");
+    const unconfigured = runCli(["play", ready], { VOD_API_URL: "", VOD_API_KEY: "" });
+    expect((await unconfigured.exit).code).toBe(78);
+    expect(unconfigured.stderr()).toContain("set VOD_API_URL");
+    const usage = runCli(["upload"], env);
+    expect((await usage.exit).code).toBe(2);
+  }, 60_000);
 });
