@@ -15,7 +15,7 @@
 //    then run again: bytes sent in all over the file's size (target <= 1.15), ready, and whether
 //    ffprobe reads the playback URL printed.
 //
-//   node bench/cli-upload.mjs               # 200 MiB, 3 rounds, --parallel 4
+//   node bench/cli-upload.mjs               # 200 MiB, 5 rounds, --parallel 4
 //   options: --size-mib N, --rounds N, --parallel N, --kill-at F
 import { execFile, spawn } from "node:child_process";
 import { createReadStream } from "node:fs";
@@ -45,7 +45,7 @@ import {
 const { values: args } = parseArgs({
   options: {
     "size-mib": { type: "string", default: "200" },
-    rounds: { type: "string", default: "3" },
+    rounds: { type: "string", default: "5" },
     parallel: { type: "string", default: "4" },
     "kill-at": { type: "string", default: "0.4" },
   },
