@@ -1,7 +1,7 @@
 // Node only: the browser build maps this module away (package.json "browser"), and the client
 // imports it only when given a path, which only Node callers do.
-import { createReadStream, openAsBlob } from "node:fs";
-import { stat } from "node:fs/promises";
+import { openAsBlob } from "node:fs";
+import { type FileHandle, open, stat } from "node:fs/promises";
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 
@@ -19,15 +19,43 @@ export type PartSender = (
   signal: AbortSignal,
 ) => Promise<Response>;
 
+const CHUNK = 1024 * 1024;
+
 /**
- * Part PUTs of a file path over node:http(s), streamed from disk: about a third of the CPU per
- * byte of fetch sending a file Blob (bench/cli-upload.mjs), which on a busy machine is the
- * difference between keeping up with curl and not. `unchanged` compares the file's size and
+ * Writes `length` bytes of `file` from `start` to `req` and ends it: read into one of two buffers
+ * while the other is being written, each reused once the socket has taken it, so a part costs
+ * no allocation per chunk (half the CPU of a read stream piped in, measured on 200 MiB).
+ */
+const writeRange = async (file: FileHandle, req: NodeJS.WritableStream, start: number, length: number) => {
+  const buffers = [Buffer.allocUnsafe(CHUNK), Buffer.allocUnsafe(CHUNK)];
+  let written: Promise<void> = Promise.resolve();
+  for (let at = start, i = 0; at < start + length; i++) {
+    const buffer = buffers[i % 2] as Buffer;
+    const { bytesRead } = await file.read(buffer, 0, Math.min(CHUNK, start + length - at), at);
+    if (bytesRead === 0) throw new Error("the file is shorter than when the upload started");
+    // The other buffer is free again once the socket has taken it.
+    await written;
+    written = new Promise<void>((resolve, reject) =>
+      req.write(buffer.subarray(0, bytesRead), (error) => (error ? reject(error) : resolve())),
+    );
+    // Awaited at the next turn; a failure meanwhile (the server closed early) is not unhandled.
+    written.catch(() => undefined);
+    at += bytesRead;
+  }
+  await written;
+  req.end();
+};
+
+/**
+ * Part PUTs of a file path over node:http(s), read from disk as they go: about a third of the
+ * CPU per byte of fetch sending a file Blob (bench/cli-upload.mjs), which on a busy machine is
+ * the difference between keeping up with curl and not. `unchanged` compares the file's size and
  * mtime with the first look: the upload checks it before each part, so a file changed midway
  * fails it rather than sending other bytes.
  */
 export const filePartSender = async (path: string, sockets: number) => {
   const first = await stat(path);
+  const file = await open(path);
   const agents = {
     "http:": new HttpAgent({ keepAlive: true, maxSockets: sockets }),
     "https:": new HttpsAgent({ keepAlive: true, maxSockets: sockets }),
@@ -64,18 +92,19 @@ export const filePartSender = async (path: string, sockets: number) => {
           });
         },
       );
+      // A server that answers before reading the body (401, 400) and closes may be seen as that
+      // answer or, when the failed write is seen first, as a network error: the upload retries it.
       req.on("error", reject);
-      const source = createReadStream(path, { start, end: start + length - 1, highWaterMark: 1024 * 1024 });
-      source.on("error", (error) => req.destroy(error));
-      source.pipe(req);
+      writeRange(file, req, start, length).catch((error: unknown) => req.destroy(error as Error));
     });
   };
   return {
     send,
     unchanged,
-    close: () => {
+    close: async () => {
       agents["http:"].destroy();
       agents["https:"].destroy();
+      await file.close();
     },
   };
 };

@@ -206,7 +206,7 @@ export const uploadFile = async (transport: Transport, options: UploadOptions): 
     );
   } finally {
     signal?.removeEventListener("abort", onAbort);
-    fileSender?.close();
+    await fileSender?.close();
   }
 
   const parts = [...etags.entries()]
