@@ -3,7 +3,7 @@ import { mkdir, readFile, realpath, rename, rm, stat, writeFile } from "node:fs/
 import { homedir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { parseArgs } from "node:util";
-import { AssetFailed, createClient, type UploadProgress, type VodClient, VodError } from "@vod/client";
+import { createClient, type UploadProgress, type VodClient, VodError } from "@vod/client";
 
 /** What a run of `vod upload` leaves for the next run of the same file: the asset and its session. */
 interface UploadState {
@@ -128,18 +128,16 @@ const progressReporter = async (stream: NodeJS.WriteStream) => {
   };
 };
 
+/**
+ * What a client command says when it fails: the API's code and message, an asset that failed
+ * processing, or what went wrong on this side (the file changed, the network): exit code 1.
+ */
 const failed = (command: string, error: unknown) => {
-  if (error instanceof VodError) {
-    process.stderr.write(`vod ${command}: ${error.code}: ${error.message}\n`);
-    process.exitCode = 1;
-    return true;
-  }
-  if (error instanceof AssetFailed) {
-    process.stderr.write(`vod ${command}: ${error.message}\n`);
-    process.exitCode = 1;
-    return true;
-  }
-  return false;
+  if (!(error instanceof Error)) return false;
+  const said = error instanceof VodError ? `${error.code}: ${error.message}` : error.message;
+  process.stderr.write(`vod ${command}: ${said}\n`);
+  process.exitCode = 1;
+  return true;
 };
 
 /**
@@ -228,7 +226,7 @@ export const uploadCommand = async (args: ReadonlyArray<string>, env: NodeJS.Pro
       await client.assets.waitUntilReady(asset.id, { signal: interrupt.signal, timeoutMs: 3_600_000 });
       const session = await client.playback.createSession({ assetId: asset.id });
       console.log(`ready: ${session.urls.manifest}`);
-    } else console.log(`processing; \`vod play ${asset.id}\` gives its playback URLs once it is ready`);
+    } else console.log(`\`vod play ${asset.id}\` gives its playback URLs once it is ready`);
     await rm(statePath, { force: true });
   } catch (error) {
     reporter.stop();
