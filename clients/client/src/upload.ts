@@ -170,7 +170,8 @@ export const uploadFile = async (transport: Transport, options: UploadOptions): 
         failure = cause;
       }
       if (res?.ok) {
-        await res.body?.cancel().catch(() => undefined);
+        // Read to its (empty) end: a cancelled body is an aborted request to a browser.
+        await res.arrayBuffer().catch(() => undefined);
         etags.set(n, res.headers.get("etag") ?? undefined);
         uploadedBytes += length;
         report();

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { call, cli, eventually, freePort, signUp, startServe, stop } from "./support.js";
+import { call, cli, eventually, freePort, makeSizedVideo, signUp, startServe, stop } from "./support.js";
 
 /**
  * A TCP relay in front of the host that counts every byte a client sends through it: requests,
@@ -33,22 +33,6 @@ const countingRelay = async (target: number) => {
     sent: () => sent,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
-};
-
-/**
- * A real MP4 of about `megabytes` MB: x264 at a constant bitrate fills each second with filler
- * data, so the size is set by bitrate times duration while the encode stays quick.
- */
-const makeSizedVideo = (path: string, megabytes: number) => {
-  const seconds = 6;
-  const bitrate = `${Math.round((megabytes * 8) / seconds)}M`;
-  return promisify(execFile)("ffmpeg", [
-    ...["-v", "error", "-y", "-f", "lavfi", "-i", `testsrc2=size=640x360:rate=30:duration=${seconds}`],
-    ...["-f", "lavfi", "-i", `sine=frequency=440:duration=${seconds}`],
-    ...["-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p"],
-    ...["-b:v", bitrate, "-minrate", bitrate, "-maxrate", bitrate, "-bufsize", bitrate],
-    ...["-x264-params", "nal-hrd=cbr", "-c:a", "aac", "-movflags", "+faststart", path],
-  ]);
 };
 
 const sha256Of = (path: string) =>
