@@ -129,12 +129,15 @@ export const uploadFile = async (transport: Transport, options: UploadOptions): 
   // URLs refused as expired: one resume fetches fresh ones for every part still missing.
   let refreshing: Promise<void> | undefined;
   const refreshUrls = () => {
-    refreshing ??= resume(session.id).then(({ upload }) => {
-      refreshing = undefined;
-      if (upload.status !== "created")
-        throw new VodError(409, "upload_in_progress", `upload is ${upload.status}`);
-      for (const p of upload.missing_part_urls) urls.set(p.number, p.url);
-    });
+    refreshing ??= resume(session.id)
+      .then(({ upload }) => {
+        if (upload.status !== "created")
+          throw new VodError(409, "upload_in_progress", `upload is ${upload.status}`);
+        for (const p of upload.missing_part_urls) urls.set(p.number, p.url);
+      })
+      .finally(() => {
+        refreshing = undefined;
+      });
     return refreshing;
   };
 
