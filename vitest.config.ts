@@ -31,11 +31,13 @@ export default defineConfig({
       "@vod/adapter-google-identity": src("adapters/google-identity"),
       "@vod/adapter-webhook-http": src("adapters/webhook-http"),
       "@vod/adapter-smtp": src("adapters/smtp"),
+      "@vod/client": src("clients/client"),
       "@vod/host-express": src("hosts/express"),
       "@vod/contract-tests": src("contract-tests"),
       "@vod/test-services": src("test-services"),
       "@vod/example-embedded": src("examples/embedded"),
       "@vod/example-fastify": src("examples/fastify"),
+      "@vod/example-client": src("examples/client", "flow"),
     },
   },
   test: {

@@ -176,6 +176,22 @@ export const makeVideo = async (
   await promisify(execFile)("ffmpeg", args);
 };
 
+/**
+ * A real MP4 of about `megabytes` MB: x264 at a constant bitrate fills each second with filler
+ * data, so the size is set by bitrate times duration while the encode stays quick.
+ */
+export const makeSizedVideo = (path: string, megabytes: number) => {
+  const seconds = 6;
+  const bitrate = `${Math.round((megabytes * 8) / seconds)}M`;
+  return promisify(execFile)("ffmpeg", [
+    ...["-v", "error", "-y", "-f", "lavfi", "-i", `testsrc2=size=640x360:rate=30:duration=${seconds}`],
+    ...["-f", "lavfi", "-i", `sine=frequency=440:duration=${seconds}`],
+    ...["-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p"],
+    ...["-b:v", bitrate, "-minrate", bitrate, "-maxrate", bitrate, "-bufsize", bitrate],
+    ...["-x264-params", "nal-hrd=cbr", "-c:a", "aac", "-movflags", "+faststart", path],
+  ]);
+};
+
 /** The secrets every process of one deployment shares: given to each, not made per data directory. */
 export const deploymentSecrets = async () => ({
   VOD_SIGNING_KEYS: JSON.stringify(await generateSigningKeys()),

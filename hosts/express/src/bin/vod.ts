@@ -2,22 +2,72 @@
 import { realpathSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
-import { DataDirectoryInUse, prepareDatabase, TargetNotEmpty } from "@vod/adapter-postgres";
-import { TenantId } from "@vod/core";
-import { Cause, Effect, Exit, Option } from "effect";
-import { backup, RestoreRefused, restore } from "../backup.js";
-import { composeVod, openDatabase, queueDefinition } from "../compose.js";
-import { ConfigError, type HostConfig, loadConfig } from "../config.js";
-import { tuneHeapForRequests, tuneHeapForStreaming } from "../heap.js";
-import { createLogger, type Logger } from "../logger.js";
-import { createOpsApp, notDraining } from "../ops.js";
-import { listening, startHost } from "../server.js";
+import type { HostConfig } from "../config.js";
+import type { Logger } from "../logger.js";
 import { EXIT, startFailure } from "../start-failure.js";
-import { startWorker } from "../worker.js";
+
+/**
+ * The host's modules, loaded by the commands that use them rather than at start: `vod upload`
+ * and `vod play` load only @vod/client, and start in a tenth of the time (bench/cli-upload.mjs).
+ */
+const hostModules = async () => {
+  const [
+    { DataDirectoryInUse, prepareDatabase, TargetNotEmpty },
+    { Cause, Effect, Exit, Option },
+    { backup, RestoreRefused, restore },
+    { composeVod, openDatabase, queueDefinition },
+    { ConfigError, loadConfig },
+    { tuneHeapForRequests, tuneHeapForStreaming },
+    { createLogger },
+    { createOpsApp, notDraining },
+    { listening, startHost },
+    { startWorker },
+    { TenantId },
+  ] = await Promise.all([
+    import("@vod/adapter-postgres"),
+    import("effect"),
+    import("../backup.js"),
+    import("../compose.js"),
+    import("../config.js"),
+    import("../heap.js"),
+    import("../logger.js"),
+    import("../ops.js"),
+    import("../server.js"),
+    import("../worker.js"),
+    import("@vod/core"),
+  ]);
+  return {
+    DataDirectoryInUse,
+    prepareDatabase,
+    TargetNotEmpty,
+    Cause,
+    Effect,
+    Exit,
+    Option,
+    backup,
+    RestoreRefused,
+    restore,
+    composeVod,
+    openDatabase,
+    queueDefinition,
+    ConfigError,
+    loadConfig,
+    tuneHeapForRequests,
+    tuneHeapForStreaming,
+    createLogger,
+    createOpsApp,
+    notDraining,
+    listening,
+    startHost,
+    startWorker,
+    TenantId,
+  };
+};
 
 /** The configuration the command loaded, for naming the variable behind a failed start. */
 let loaded: HostConfig | undefined;
-const configured = () => {
+const configured = async () => {
+  const { loadConfig } = await hostModules();
   loaded = loadConfig();
   return loaded;
 };
@@ -42,6 +92,15 @@ commands:
             restore a backup into an empty database (VOD_DATA_DIR, or VOD_DATABASE_URL's);
             --force replaces what is there (the embedded database is moved aside)
 
+client commands (on VOD_API_URL with VOD_API_KEY):
+  upload FILE [--title T] [--drm] [--parallel N] [--wait]
+            create an asset and upload FILE as its source, N parts at once (default 4); killed
+            or interrupted, the same command resumes it (state in VOD_STATE_DIR, else
+            $XDG_STATE_HOME/vod, else ~/.local/state/vod); --wait waits until it is ready and
+            prints a playback URL
+  play ASSET_ID [--ttl SECONDS]
+            mint a playback session of the asset and print its token and URLs
+
 On the embedded default, a data directory is opened by one process: tenant, migrate and backup
 go through a running \`vod serve\` of the same VOD_DATA_DIR; serve and restore refuse, naming it.
 `;
@@ -54,7 +113,8 @@ const tenantCommand = async (args: ReadonlyArray<string>) => {
     process.exitCode = 2;
     return;
   }
-  const config = configured();
+  const { ConfigError, composeVod, Effect, Exit, Cause, Option, TenantId } = await hostModules();
+  const config = await configured();
   if (config.storage === "memory")
     throw new ConfigError("VOD_STORAGE=memory keeps no tenants across processes; nothing to change");
   // Beside a running host of the same data directory, through its database: the host sees the
@@ -83,7 +143,8 @@ const tenantCommand = async (args: ReadonlyArray<string>) => {
 };
 
 const migrateCommand = async () => {
-  const config = configured();
+  const { openDatabase, prepareDatabase, queueDefinition } = await hostModules();
+  const config = await configured();
   if (config.storage === "memory") {
     console.log("vod migrate: VOD_STORAGE=memory keeps nothing; nothing to migrate");
     return;
@@ -103,14 +164,17 @@ const migrateCommand = async () => {
 };
 
 /** The process-wide tuning `serve` and `worker` run under (heap.ts): set before anything else. */
-const tuneProcess = (config: HostConfig) => {
+const tuneProcess = async (config: HostConfig) => {
+  const { tuneHeapForRequests, tuneHeapForStreaming } = await hostModules();
   if (config.heapGrowingPercent > 0) tuneHeapForStreaming(config.heapGrowingPercent);
   tuneHeapForRequests();
 };
 
 const workerCommand = async () => {
-  const config = configured();
-  tuneProcess(config);
+  const { ConfigError, createLogger, composeVod, listening, createOpsApp, notDraining, startWorker } =
+    await hostModules();
+  const config = await configured();
+  await tuneProcess(config);
   if (config.storage === "memory" || !config.database.url)
     throw new ConfigError(
       "vod worker shares the queue through a database server: set VOD_DATABASE_URL " +
@@ -194,8 +258,9 @@ const onStop = (logger: Logger, stop: () => Promise<void>) => {
 };
 
 const serve = async () => {
-  const config = configured();
-  tuneProcess(config);
+  const { startHost } = await hostModules();
+  const config = await configured();
+  await tuneProcess(config);
   const host = await startHost(config);
   onStop(host.logger, () => host.close(config.shutdownGraceSeconds * 1000));
 };
@@ -207,7 +272,8 @@ const backupCommand = async (args: ReadonlyArray<string>) => {
     process.exitCode = 2;
     return;
   }
-  await backup(configured(), file, (line) => console.log(line));
+  const { backup } = await hostModules();
+  await backup(await configured(), file, (line) => console.log(line));
 };
 
 const restoreCommand = async (args: ReadonlyArray<string>) => {
@@ -219,7 +285,8 @@ const restoreCommand = async (args: ReadonlyArray<string>) => {
     process.exitCode = 2;
     return;
   }
-  await restore(configured(), file, { force }, (line) => console.log(line));
+  const { restore } = await hostModules();
+  await restore(await configured(), file, { force }, (line) => console.log(line));
 };
 
 export const main = async (argv: ReadonlyArray<string>) => {
@@ -238,11 +305,16 @@ export const main = async (argv: ReadonlyArray<string>) => {
         return await backupCommand(argv.slice(1));
       case "restore":
         return await restoreCommand(argv.slice(1));
+      case "upload":
+        return await (await import("../client-cli.js")).uploadCommand(argv.slice(1));
+      case "play":
+        return await (await import("../client-cli.js")).playCommand(argv.slice(1));
       default:
         process.stderr.write(usage);
         process.exitCode = command === undefined || command === "help" || command === "--help" ? 0 : 2;
     }
   } catch (error) {
+    const { ConfigError, DataDirectoryInUse, RestoreRefused, TargetNotEmpty } = await hostModules();
     if (error instanceof ConfigError) {
       process.stderr.write(`vod: ${error.message}\n`);
       process.exit(EXIT.config);
