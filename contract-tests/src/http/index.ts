@@ -11,6 +11,7 @@ import { describeIdempotency } from "./idempotency.js";
 import { describePlaybackImages } from "./images.js";
 import { describePlayback } from "./playback.js";
 import { describeRateLimits } from "./rate-limits.js";
+import { describeTenantDeletion } from "./tenant-deletion.js";
 import { describeUploads } from "./uploads.js";
 import { describeWebhooks } from "./webhooks.js";
 
@@ -39,5 +40,6 @@ export const describeHttpApi = (name: string, makeSubject: MakeHttpSubject): voi
     describePlayback(makeSubject);
     describePlaybackImages(makeSubject);
     describeWebhooks(makeSubject);
+    describeTenantDeletion(makeSubject);
   });
 };

@@ -29,6 +29,11 @@ export interface JobTypes {
     readonly asset_id: string;
     readonly upload_ids: ReadonlyArray<string>;
   };
+  /**
+   * A deleted tenant's data: the parts of its open uploads aborted, every object under its
+   * prefixes removed, every row of it in every table (and its telemetry) deleted.
+   */
+  readonly "delete-tenant": { readonly tenant_id: string };
   /** One attempt at a webhook delivery, the one after `attempts` earlier ones. */
   readonly "deliver-webhook": {
     readonly tenant_id: string;
@@ -59,6 +64,7 @@ export const jobNames: ReadonlyArray<JobName> = [
   "encode-chunk",
   "package-chunks",
   "delete-asset",
+  "delete-tenant",
   "deliver-webhook",
   "send-account-mail",
 ];

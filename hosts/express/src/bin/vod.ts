@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import type { AddressInfo } from "node:net";
 import { DataDirectoryInUse, prepareDatabase, TargetNotEmpty } from "@vod/adapter-postgres";
+import type { NotFound, StorageError } from "@vod/core";
 import { Cause, Effect, Exit, Option } from "effect";
 import { backup, RestoreRefused, restore } from "../backup.js";
 import { composeVod, openDatabase, queueDefinition } from "../compose.js";
@@ -24,6 +25,10 @@ commands:
             within 60 s without it
   tenant activate <tenant_id>
             let the tenant's credentials work again
+  tenant delete <tenant_id>
+            delete the tenant: every credential of it refused (401) on every node, as suspend
+            reaches them; its slug never given again; its rows and objects removed by a job of
+            the running hosts or workers (\`vod serve\`, \`vod worker\`)
   backup <file>
             write a consistent copy of the database, taken while hosts serve, to <file> and a
             manifest of it to <file>.manifest.json; objects in the store are not in it
@@ -35,10 +40,14 @@ On the embedded default, a data directory is opened by one process: tenant, migr
 go through a running \`vod serve\` of the same VOD_DATA_DIR; serve and restore refuse, naming it.
 `;
 
-/** `vod tenant suspend|activate <id>`: through the core, so every node's credential cache is told. */
+/** `vod tenant suspend|activate|delete <id>`: through the core, so every node's credential cache is told. */
 const tenantCommand = async (args: ReadonlyArray<string>) => {
   const [action, tenantId] = args;
-  if ((action !== "suspend" && action !== "activate") || !tenantId || args.length !== 2) {
+  if (
+    (action !== "suspend" && action !== "activate" && action !== "delete") ||
+    !tenantId ||
+    args.length !== 2
+  ) {
     process.stderr.write(usage);
     process.exitCode = 2;
     return;
@@ -54,9 +63,12 @@ const tenantCommand = async (args: ReadonlyArray<string>) => {
     { runsJobs: false, reach: true },
   );
   try {
-    const exit = await Effect.runPromiseExit(
-      composed.vod.tenants.setStatus(tenantId, action === "suspend" ? "suspended" : "active"),
-    );
+    const { tenants } = composed.vod;
+    const change: Effect.Effect<{ readonly status: string }, NotFound | StorageError> =
+      action === "delete"
+        ? tenants.remove(tenantId)
+        : tenants.setStatus(tenantId, action === "suspend" ? "suspended" : "active");
+    const exit = await Effect.runPromiseExit(change);
     if (Exit.isFailure(exit)) {
       const failure = Cause.failureOption(exit.cause);
       process.stderr.write(
@@ -66,6 +78,10 @@ const tenantCommand = async (args: ReadonlyArray<string>) => {
       return;
     }
     console.log(`vod tenant ${action}: ${tenantId} is ${exit.value.status}`);
+    if (action === "delete")
+      console.log(
+        `vod tenant delete: its rows and objects are removed by the "delete-tenant" job, run by \`vod serve\` or \`vod worker\``,
+      );
   } finally {
     await composed.close();
   }
