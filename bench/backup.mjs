@@ -2,18 +2,18 @@
 //
 // For each set (embedded PGlite, server Postgres) a `vod serve` is given one tenant with --assets
 // assets (POST /v1/assets, 8 in flight), then:
-//   - `vod backup FILE` runs while a loop reads GET /v1/assets?limit=1 through the host: its
-//     wall time, the file's size, and the slowest read during it (the embedded backup holds the
+//   - `vod backup DIR` runs while a loop reads GET /v1/assets?limit=1 through the host: its
+//     wall time, the directory's size, and the slowest read during it (the embedded backup holds the
 //     database while it copies: that read is how long the host's queries waited);
 //   - the plain tool on the same database: `pg_dump -Fc` of the same two schemas (server), or
 //     `tar -czf` of the PGlite data directory once the host has stopped (embedded: the offline
 //     copy an operator would otherwise make);
-//   - `vod restore FILE` into an empty data directory or database: its wall time.
+//   - `vod restore DIR` into an empty data directory or database: its wall time.
 // Usage: node bench/backup.mjs [--assets 10000] [--set embedded|server|both]
 
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { stat } from "node:fs/promises";
+import { readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import {
@@ -104,7 +104,16 @@ const fill = async (vodHost) => {
   log(`${count} assets in ${fmt((performance.now() - started) / 1000, 1)} s`);
 };
 
-const size = async (file) => (await stat(file)).size / MiB;
+/** MiB of a file, or of every file under a directory (a `vod backup DIR`). */
+const size = async (path) => {
+  const info = await stat(path);
+  if (!info.isDirectory()) return info.size / MiB;
+  const entries = await readdir(path, { recursive: true, withFileTypes: true });
+  let bytes = 0;
+  for (const entry of entries)
+    if (entry.isFile()) bytes += (await stat(join(entry.parentPath, entry.name))).size;
+  return bytes / MiB;
+};
 const rows = [];
 
 const measure = async (set) => {
@@ -120,7 +129,7 @@ const measure = async (set) => {
   const vodHost = await startVodHost({ cli, dataDir, env, track: scratch.track });
   await fill(vodHost);
 
-  const file = join(scratch.dir, `${set}.backup`);
+  const file = join(scratch.dir, `${set}-backup`);
   log(`${set}: vod backup`);
   let backupSeconds;
   const backup = vod(["backup", file], { ...env, VOD_DATA_DIR: dataDir }).then((s) => {

@@ -29,12 +29,13 @@ commands:
             delete the tenant: every credential of it refused (401) on every node, as suspend
             reaches them; its slug never given again; its rows and objects removed by a job of
             the running hosts or workers (\`vod serve\`, \`vod worker\`)
-  backup <file>
-            write a consistent copy of the database, taken while hosts serve, to <file> and a
-            manifest of it to <file>.manifest.json; objects in the store are not in it
-  restore <file> [--force]
-            restore a backup into an empty database (VOD_DATA_DIR, or VOD_DATABASE_URL's);
-            --force replaces what is there (the embedded database is moved aside)
+  backup <dir>
+            write a consistent copy of the database, taken while hosts serve, into the new
+            directory <dir>, with the filesystem store's objects and a manifest of counts and
+            checksums (on GCS the bucket's versioning and soft delete keep the objects)
+  restore <dir> [--force]
+            restore a backup into an empty database (VOD_DATA_DIR, or VOD_DATABASE_URL's) and an
+            empty objects directory; --force replaces what is there (moved aside, not deleted)
 
 On the embedded default, a data directory is opened by one process: tenant, migrate and backup
 go through a running \`vod serve\` of the same VOD_DATA_DIR; serve and restore refuse, naming it.
@@ -206,13 +207,13 @@ const serve = async () => {
 };
 
 const backupCommand = async (args: ReadonlyArray<string>) => {
-  const [file] = args;
-  if (!file || args.length !== 1) {
+  const [dir] = args;
+  if (!dir || args.length !== 1) {
     process.stderr.write(usage);
     process.exitCode = 2;
     return;
   }
-  await backup(loadConfig(), file, (line) => console.log(line));
+  await backup(loadConfig(), dir, (line) => console.log(line));
 };
 
 const restoreCommand = async (args: ReadonlyArray<string>) => {
