@@ -32,7 +32,7 @@ export interface Vod {
   readonly apiKeys: ReturnType<typeof makeApiKeys>;
   /**
    * What is done to a tenant as a whole: suspend and activate (the host's `vod tenant`
-   * command), delete (that command, and the owner's DELETE /v1/tenant through `accounts`).
+   * command), delete (that command, and the owner's own deletion through `accounts`).
    */
   readonly tenants: ReturnType<typeof makeTenants>;
   readonly assets: ReturnType<typeof makeAssets>;
