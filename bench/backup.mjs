@@ -9,11 +9,13 @@
 //     `tar -czf` of the PGlite data directory once the host has stopped (embedded: the offline
 //     copy an operator would otherwise make);
 //   - `vod restore DIR` into an empty data directory or database: its wall time.
-// Usage: node bench/backup.mjs [--assets 10000] [--set embedded|server|both]
+// The filesystem store holds --objects-mib MiB of 1 MiB segment files besides, which `vod backup
+// DIR` copies (and checksums) after the database, next to a plain `cp -r` of them.
+// Usage: node bench/backup.mjs [--assets 10000] [--set embedded|server|both] [--objects-mib 256]
 
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { readdir, stat } from "node:fs/promises";
+import { mkdir, readdir, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import {
@@ -36,8 +38,10 @@ const log = (line) => process.stderr.write(`${line}\n`);
 const args = benchArgs({
   assets: { type: "string", default: "10000" },
   set: { type: "string", default: "both" },
+  "objects-mib": { type: "string", default: "256" },
 });
 const count = Number(args.assets);
+const objectsMib = Number(args["objects-mib"]);
 const databaseUrl = args["database-url"];
 const schema = `bench_backup_${randomBytes(4).toString("hex")}`;
 const restoreDb = `bench_restore_${randomBytes(4).toString("hex")}`;
@@ -104,6 +108,19 @@ const fill = async (vodHost) => {
   log(`${count} assets in ${fmt((performance.now() - started) / 1000, 1)} s`);
 };
 
+/**
+ * Files in the filesystem store as renditions leave them (1 MiB segments, 4 per asset dir), which
+ * `vod backup DIR` copies after the database: what the copy of objects costs.
+ */
+const fillObjects = async (dataDir) => {
+  const segment = randomBytes(MiB);
+  for (let i = 0; i < objectsMib; i++) {
+    const dir = join(dataDir, "objects", "renditions", "tnt_bench", `ast_${Math.floor(i / 4)}`, "360p");
+    await mkdir(dir, { recursive: true });
+    await writeFile(join(dir, `${i % 4}.m4s`), segment);
+  }
+};
+
 /** MiB of a file, or of every file under a directory (a `vod backup DIR`). */
 const size = async (path) => {
   const info = await stat(path);
@@ -128,6 +145,7 @@ const measure = async (set) => {
       : { VOD_RATE_LIMIT_API_PER_MINUTE: "1000000" };
   const vodHost = await startVodHost({ cli, dataDir, env, track: scratch.track });
   await fill(vodHost);
+  await fillObjects(dataDir);
 
   const file = join(scratch.dir, `${set}-backup`);
   log(`${set}: vod backup`);
@@ -169,6 +187,16 @@ const measure = async (set) => {
       "",
     ]);
   }
+
+  const plainObjects = join(scratch.dir, `${set}.objects`);
+  const copySeconds = await timed(() => run("cp", ["-r", join(dataDir, "objects"), plainObjects]));
+  rows.push([
+    set,
+    `cp -r of the objects directory (plain; ${objectsMib} MiB written by the bench)`,
+    fmt(copySeconds, 2),
+    fmt(await size(plainObjects), 2),
+    "",
+  ]);
 
   log(`${set}: vod restore`);
   let restoreEnv;

@@ -255,6 +255,10 @@ const parseList = (text: string, where: string): ReadonlyArray<{ sha256: string;
 export const readBackup = async (dir: string) => {
   const target = resolve(dir);
   const manifestFile = join(target, MANIFEST_FILE);
+  if (existsSync(`${target}.manifest.json`))
+    throw new RestoreRefused(
+      `${target} is a single-file backup of an earlier version (vod-backup/1): restore it with the version that made it`,
+    );
   let manifest: Manifest;
   try {
     manifest = JSON.parse(await readFile(manifestFile, "utf8")) as Manifest;
