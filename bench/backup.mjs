@@ -2,18 +2,20 @@
 //
 // For each set (embedded PGlite, server Postgres) a `vod serve` is given one tenant with --assets
 // assets (POST /v1/assets, 8 in flight), then:
-//   - `vod backup FILE` runs while a loop reads GET /v1/assets?limit=1 through the host: its
-//     wall time, the file's size, and the slowest read during it (the embedded backup holds the
+//   - `vod backup DIR` runs while a loop reads GET /v1/assets?limit=1 through the host: its
+//     wall time, the directory's size, and the slowest read during it (the embedded backup holds the
 //     database while it copies: that read is how long the host's queries waited);
 //   - the plain tool on the same database: `pg_dump -Fc` of the same two schemas (server), or
 //     `tar -czf` of the PGlite data directory once the host has stopped (embedded: the offline
 //     copy an operator would otherwise make);
-//   - `vod restore FILE` into an empty data directory or database: its wall time.
-// Usage: node bench/backup.mjs [--assets 10000] [--set embedded|server|both]
+//   - `vod restore DIR` into an empty data directory or database: its wall time.
+// The filesystem store holds --objects-mib MiB of 1 MiB segment files besides, which `vod backup
+// DIR` copies (and checksums) after the database, next to a plain `cp -r` of them.
+// Usage: node bench/backup.mjs [--assets 10000] [--set embedded|server|both] [--objects-mib 256]
 
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { stat } from "node:fs/promises";
+import { mkdir, readdir, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import {
@@ -36,8 +38,10 @@ const log = (line) => process.stderr.write(`${line}\n`);
 const args = benchArgs({
   assets: { type: "string", default: "10000" },
   set: { type: "string", default: "both" },
+  "objects-mib": { type: "string", default: "256" },
 });
 const count = Number(args.assets);
+const objectsMib = Number(args["objects-mib"]);
 const databaseUrl = args["database-url"];
 const schema = `bench_backup_${randomBytes(4).toString("hex")}`;
 const restoreDb = `bench_restore_${randomBytes(4).toString("hex")}`;
@@ -104,7 +108,29 @@ const fill = async (vodHost) => {
   log(`${count} assets in ${fmt((performance.now() - started) / 1000, 1)} s`);
 };
 
-const size = async (file) => (await stat(file)).size / MiB;
+/**
+ * Files in the filesystem store as renditions leave them (1 MiB segments, 4 per asset dir), which
+ * `vod backup DIR` copies after the database: what the copy of objects costs.
+ */
+const fillObjects = async (dataDir) => {
+  const segment = randomBytes(MiB);
+  for (let i = 0; i < objectsMib; i++) {
+    const dir = join(dataDir, "objects", "renditions", "tnt_bench", `ast_${Math.floor(i / 4)}`, "360p");
+    await mkdir(dir, { recursive: true });
+    await writeFile(join(dir, `${i % 4}.m4s`), segment);
+  }
+};
+
+/** MiB of a file, or of every file under a directory (a `vod backup DIR`). */
+const size = async (path) => {
+  const info = await stat(path);
+  if (!info.isDirectory()) return info.size / MiB;
+  const entries = await readdir(path, { recursive: true, withFileTypes: true });
+  let bytes = 0;
+  for (const entry of entries)
+    if (entry.isFile()) bytes += (await stat(join(entry.parentPath, entry.name))).size;
+  return bytes / MiB;
+};
 const rows = [];
 
 const measure = async (set) => {
@@ -119,8 +145,9 @@ const measure = async (set) => {
       : { VOD_RATE_LIMIT_API_PER_MINUTE: "1000000" };
   const vodHost = await startVodHost({ cli, dataDir, env, track: scratch.track });
   await fill(vodHost);
+  await fillObjects(dataDir);
 
-  const file = join(scratch.dir, `${set}.backup`);
+  const file = join(scratch.dir, `${set}-backup`);
   log(`${set}: vod backup`);
   let backupSeconds;
   const backup = vod(["backup", file], { ...env, VOD_DATA_DIR: dataDir }).then((s) => {
@@ -160,6 +187,16 @@ const measure = async (set) => {
       "",
     ]);
   }
+
+  const plainObjects = join(scratch.dir, `${set}.objects`);
+  const copySeconds = await timed(() => run("cp", ["-r", join(dataDir, "objects"), plainObjects]));
+  rows.push([
+    set,
+    `cp -r of the objects directory (plain; ${objectsMib} MiB written by the bench)`,
+    fmt(copySeconds, 2),
+    fmt(await size(plainObjects), 2),
+    "",
+  ]);
 
   log(`${set}: vod restore`);
   let restoreEnv;

@@ -40,6 +40,13 @@ export interface StorageBackdoor {
    * fingerprint, status, body), for checks of what they hold.
    */
   idempotencyRecords(tenantId: string): Promise<ReadonlyArray<Record<string, unknown>>>;
+  /**
+   * How many rows (records) of the tenant each table (map) holds, tables with none left out: the
+   * tenant's own row, and every row whose tenant_id is the tenant's, in every table that has the
+   * column (Postgres: as information_schema lists them, so a new table is counted too). The job
+   * queue's tables are not counted.
+   */
+  rowsOfTenant(tenantId: string): Promise<Readonly<Record<string, number>>>;
   /** Every job the queue holds, in any state. */
   jobs(): Promise<ReadonlyArray<{ name: string; data: unknown; state: string }>>;
   /** Fixture writes the API has no operation for. */

@@ -19,6 +19,8 @@ export interface ObjectStoreBackdoor {
   /** The stored object's bytes, or undefined when there is none at `key`. */
   read(key: string): Promise<Uint8Array | undefined>;
   exists(key: string): Promise<boolean>;
+  /** Keys of the objects stored under `prefix`, sorted. */
+  keysUnder(prefix: string): Promise<ReadonlyArray<string>>;
   /**
    * Every part body the store holds for the upload, by number ascending: stray copies (a
    * refused body, a replaced part) show up here as extra entries.

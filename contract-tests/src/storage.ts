@@ -110,6 +110,103 @@ export const describeStorage = (name: string, makeSubject: () => Promise<Storage
       });
     });
 
+    describe("deleted tenants", () => {
+      it("a taken slug, and a deleted tenant's slug for good, are refused to a new tenant (Conflict)", async () => {
+        const { tenant } = await tenantWithUser();
+        const twin = aTenant({ slug: tenant.slug });
+        const taken = await attempt(storage.tenants.insert(twin));
+        expect(Either.isLeft(taken) && taken.left).toBeInstanceOf(Conflict);
+        expect(await run(storage.tenants.markDeleted(tenant.id, 5))).toBe(true);
+        expect(await run(storage.tenants.markDeleted(tenant.id, 6))).toBe(false);
+        expect((await db.tenant(tenant.id))?.status).toBe("deleted");
+        await run(storage.tenants.purge(tenant.id));
+        expect(await db.tenant(tenant.id)).toBeUndefined();
+        const reused = await attempt(storage.tenants.insert(aTenant({ slug: tenant.slug })));
+        expect(Either.isLeft(reused) && reused.left).toBeInstanceOf(Conflict);
+        expect(await db.tenant(twin.id)).toBeUndefined();
+        expect(await run(storage.tenants.markDeleted(tenant.id, 7))).toBe(false);
+      });
+
+      it("purges every row of the tenant in every table, and no other tenant's", async () => {
+        const fill = async () => {
+          const { tenant, user } = await tenantWithUser();
+          const session = aSession(user);
+          const asset = anAsset(tenant);
+          const webhook = aWebhook(tenant);
+          await run(
+            storage.transaction((tx) =>
+              Effect.gen(function* () {
+                yield* tx.refreshSessions.insertSession(session);
+                yield* tx.refreshSessions.insertToken(aToken(session));
+                yield* tx.emailTokens.insert(anEmailToken(user));
+                yield* tx.identities.insert({
+                  provider: "google",
+                  subject: uid("sub"),
+                  user_id: user.id,
+                  tenant_id: tenant.id,
+                  created_at: 1,
+                });
+                yield* tx.apiKeys.insert(anApiKey(tenant));
+                yield* tx.assets.insert(asset);
+                yield* tx.uploads.insert(anUpload(asset));
+                yield* tx.playbackSessions.insert({
+                  id: PlaybackSessionId(uid("pbs")),
+                  tenant_id: tenant.id,
+                  asset_id: asset.id,
+                  drm: false,
+                  expires_at: 10,
+                  created_at: 1,
+                  ended_at: null,
+                });
+                yield* tx.contentKeys.insertIfAbsent({
+                  tenant_id: tenant.id,
+                  asset_id: asset.id,
+                  kid: "0".repeat(32),
+                  wrapped_key: "wrapped",
+                  created_at: 1,
+                });
+                yield* tx.webhooks.insert(webhook);
+                yield* tx.webhookDeliveries.insert(aDelivery(webhook));
+                yield* tx.chunks.insertAll([
+                  {
+                    tenant_id: tenant.id,
+                    asset_id: asset.id,
+                    unit: "360p",
+                    chunk_index: 0,
+                    chunk_count: 1,
+                    start_ms: 0,
+                    end_ms: null,
+                    done_at: null,
+                  },
+                ]);
+              }),
+            ),
+          );
+          await run(
+            storage.idempotencyKeys.claim(tenant.id, user.id, "key", "print", {
+              now: 1,
+              lockedUntil: 2,
+              expiresAt: 3,
+            }),
+          );
+          return { tenant, user };
+        };
+        const doomed = await fill();
+        const kept = await fill();
+        const before = await db.rowsOfTenant(doomed.tenant.id);
+        // Every kind of row was made, in as many tables as the adapter has for them.
+        expect(Object.keys(before).length).toBeGreaterThanOrEqual(15);
+        expect(await run(storage.tenants.markDeleted(doomed.tenant.id, 9))).toBe(true);
+        await run(storage.tenants.purge(doomed.tenant.id));
+        expect(await db.rowsOfTenant(doomed.tenant.id)).toStrictEqual({});
+        expect(await db.rowsOfTenant(kept.tenant.id)).toStrictEqual(before);
+        expect(Option.isNone(await run(storage.users.findByEmail(doomed.user.email)))).toBe(true);
+        // Harmless to repeat.
+        await run(storage.tenants.purge(doomed.tenant.id));
+        expect(await db.user(kept.user.id)).toEqual(kept.user);
+      });
+    });
+
     describe("refresh sessions", () => {
       it("revokes a session once, keeping its first reason", async () => {
         const { user } = await tenantWithUser();

@@ -9,7 +9,11 @@ export class InvalidRequest extends Data.TaggedError("InvalidRequest")<{
   readonly details?: Record<string, unknown>;
 }> {}
 
-export class Unauthorized extends Data.TaggedError("Unauthorized")<{ readonly message: string }> {}
+/** `details.reason` names what a client acts on (`sign_in_too_old`: sign in again). */
+export class Unauthorized extends Data.TaggedError("Unauthorized")<{
+  readonly message: string;
+  readonly details?: Record<string, unknown>;
+}> {}
 
 export class Forbidden extends Data.TaggedError("Forbidden")<{ readonly message: string }> {}
 

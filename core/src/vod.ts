@@ -38,7 +38,10 @@ export interface Vod {
   /** Email verification and password reset, by links sent in mail. */
   readonly accountMail: ReturnType<typeof makeAccountMail>;
   readonly apiKeys: ReturnType<typeof makeApiKeys>;
-  /** What operators do to tenants (no API operation: the host exposes it as a command). */
+  /**
+   * What is done to a tenant as a whole: suspend and activate (the host's `vod tenant`
+   * command), delete (that command, and the owner's own deletion through `accounts`).
+   */
   readonly tenants: ReturnType<typeof makeTenants>;
   readonly assets: ReturnType<typeof makeAssets>;
   readonly uploads: ReturnType<typeof makeUploads>;
@@ -71,14 +74,15 @@ export const createVod = (ports: VodPorts, configInput?: VodConfigInput): Vod =>
   const config = resolveConfig(ports, configInput);
   const credentials = makeCredentials(ports);
   const playback = makePlayback(ports, config, credentials.tenantIsActive);
+  const tenants = makeTenants(ports, credentials.forget);
   return {
     config,
     ports,
     authenticate: credentials.authenticate,
-    accounts: makeAccounts(ports, config, credentials.forget),
+    accounts: makeAccounts(ports, config, credentials.forget, tenants.remove),
     accountMail: makeAccountMail(ports, config, credentials.forget),
     apiKeys: makeApiKeys(ports, config, credentials.forget),
-    tenants: makeTenants(ports, credentials.forget),
+    tenants,
     assets: makeAssets(ports, config, playback.endForAsset),
     uploads: makeUploads(ports, config, credentials.tenantIsActive),
     processing: makeProcessing(ports, config),

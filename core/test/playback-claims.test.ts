@@ -24,7 +24,7 @@ const notRevoked: RevocationStore = {
   isRevoked: () => Effect.succeed(false),
 };
 
-const allActive = () => Effect.succeed(true);
+const allActive = () => Effect.succeed("active" as const);
 
 const portsWith = (claims: TokenClaims) =>
   ({ clock: { now: () => NOW }, tokenSigner: signerOf(claims) }) as unknown as VodPorts;

@@ -59,6 +59,7 @@ export const errorReply = (error: VodError): ErrorReply => {
       break;
     case "Unauthorized":
       headers["www-authenticate"] = 'Bearer realm="vod"';
+      details = error.details;
       break;
     // An adapter's own words (an object key, a file path, an errno) stay in the log.
     case "StorageError":

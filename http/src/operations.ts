@@ -71,6 +71,11 @@ const routes = {
     "Change (or, without current_password, set a first) password of the current user; every other session of the user ends.",
   ),
   me: at("GET /v1/auth/me", 200, "The identity behind the credential."),
+  deleteTenant: at(
+    "DELETE /v1/tenant",
+    204,
+    "Delete the caller's tenant (owner only, with the password, or without one within 5 minutes of a sign-in of an account that has none): every credential of it is refused at once, its slug is never given again, and its rows and objects are removed in the background.",
+  ),
   requestEmailVerification: at(
     "POST /v1/auth/email/verify",
     202,
@@ -405,6 +410,16 @@ export const me = authedOperation({
     }),
   ),
   run: (vod, _input, call) => Effect.succeed(vod.accounts.me(call.principal)),
+});
+
+export const deleteTenant = authedOperation({
+  ...route("deleteTenant"),
+  // Owner and admin hold the admin scope; the use case lets the owner alone through.
+  auth: { scope: "admin", kinds: ["user"] },
+  input: body(Rq.DeleteTenantBody),
+  output: null,
+  errors: ["RateLimited"],
+  run: (vod, { body }, call) => vod.accounts.deleteTenant(asUser(call).principal, body, call.clientIp),
 });
 
 export const requestEmailVerification = authedOperation({
@@ -1127,6 +1142,7 @@ export const operations: ReadonlyArray<Operation> = [
   logout,
   changePassword,
   me,
+  deleteTenant,
   requestEmailVerification,
   confirmEmail,
   forgotPassword,

@@ -9,6 +9,8 @@ export interface FilesystemObjectStoreBackdoor {
   /** The stored object's bytes, or undefined when there is none at `key`. */
   read(key: string): Promise<Uint8Array | undefined>;
   exists(key: string): Promise<boolean>;
+  /** Keys of the objects under `prefix`, sorted (sidecar and temporary files left out). */
+  keysUnder(prefix: string): Promise<ReadonlyArray<string>>;
   /** Every part body file of the upload, committed or not, by number ascending. */
   storedParts(
     uploadId: string,
@@ -34,6 +36,14 @@ export const filesystemBackdoor = (root: string): FilesystemObjectStoreBackdoor 
     return bytes && new Uint8Array(bytes);
   },
   exists: async (key) => (await orUndefined(stat(path.join(root, key))))?.isFile() ?? false,
+  keysUnder: async (prefix) => {
+    const entries = (await orUndefined(readdir(root, { recursive: true, withFileTypes: true }))) ?? [];
+    return entries
+      .filter((entry) => entry.isFile() && !entry.name.startsWith("."))
+      .map((entry) => path.relative(root, path.join(entry.parentPath, entry.name)).split(path.sep).join("/"))
+      .filter((key) => key.startsWith(prefix) && !key.startsWith(".multipart/"))
+      .sort();
+  },
   storedParts: async (uploadId) => {
     const dir = path.join(root, ".multipart", uploadId);
     const names = (await orUndefined(readdir(dir))) ?? [];

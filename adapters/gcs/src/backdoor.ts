@@ -3,12 +3,14 @@
 interface GcsTestServer {
   readonly backdoor: {
     read(name: string): Promise<Buffer | undefined>;
+    objects(prefix?: string): Promise<ReadonlyArray<{ readonly name: string }>>;
     partBodies(uploadId: string): Promise<ReadonlyArray<{ readonly number: number; readonly bytes: Buffer }>>;
   };
 }
 interface ObjectStoreBackdoor {
   read(key: string): Promise<Uint8Array | undefined>;
   exists(key: string): Promise<boolean>;
+  keysUnder(prefix: string): Promise<ReadonlyArray<string>>;
   storedParts(
     uploadId: string,
   ): Promise<ReadonlyArray<{ readonly number: number; readonly bytes: Uint8Array }>>;
@@ -25,6 +27,8 @@ export const gcsTestBackdoor = (server: GcsTestServer, prefix = ""): ObjectStore
     return bytes && new Uint8Array(bytes);
   },
   exists: async (key) => (await server.backdoor.read(`${prefix}${key}`)) !== undefined,
+  keysUnder: async (under) =>
+    (await server.backdoor.objects(`${prefix}${under}`)).map((object) => object.name.slice(prefix.length)),
   storedParts: async (uploadId) => {
     const marker = await server.backdoor.read(`${prefix}.multipart/${uploadId}`);
     const gcsId = marker && (JSON.parse(marker.toString("utf8")) as { gcsUploadId: string }).gcsUploadId;

@@ -106,6 +106,10 @@ describe.skipIf(!realBucket)(
           backdoor: {
             read,
             exists: async (key) => (await read(key)) !== undefined,
+            keysUnder: async (under) =>
+              (await sdk.bucket(bucket).getFiles({ prefix: `${prefix}${under}` }))[0].map((file) =>
+                file.name.slice(prefix.length),
+              ),
             // GCS has no call that reads a part's bytes back: the suite then checks the listing only.
           },
           cleanup: async () => {},

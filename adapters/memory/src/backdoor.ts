@@ -1,4 +1,4 @@
-import { normalizeEmail } from "@vod/core";
+import { normalizeEmail, type Tenant } from "@vod/core";
 import { type MemoryObjectStore, memoryObjects } from "./object-store.js";
 import type { MemoryState } from "./state.js";
 import { type MemoryStorage, memoryState } from "./storage.js";
@@ -27,6 +27,25 @@ export const memoryBackdoor = (storage: MemoryStorage) => {
       [...s.idempotencyKeys.values()]
         .filter((r) => r.tenantId === tenantId)
         .map((r): Record<string, unknown> => ({ ...r })),
+    rowsOfTenant: async (tenantId: string) => {
+      const counts: Record<string, number> = {};
+      for (const [name, map] of Object.entries(s)) {
+        if (name === "jobs" || !(map instanceof Map)) continue;
+        let n = 0;
+        for (const [key, record] of map) {
+          const owned =
+            name === "tenants"
+              ? key === tenantId
+              : typeof record === "object" &&
+                record !== null &&
+                ((record as { tenant_id?: unknown }).tenant_id === tenantId ||
+                  (record as { tenantId?: unknown }).tenantId === tenantId);
+          if (owned) n += 1;
+        }
+        if (n > 0) counts[name] = n;
+      }
+      return counts;
+    },
     jobs: async () => [...s.jobs.values()].map(({ name, data, state }) => ({ name, data, state })),
     insertUser: async (user: Parameters<MemoryState["users"]["set"]>[1]) => {
       s.users.set(user.id, user);
@@ -38,7 +57,7 @@ export const memoryBackdoor = (storage: MemoryStorage) => {
         s.apiKeysByHash.set(key.key_hash, key.id);
       }
     },
-    setTenantStatus: async (id: string, status: "active" | "suspended") => {
+    setTenantStatus: async (id: string, status: Tenant["status"]) => {
       const tenant = s.tenants.get(id);
       if (tenant) s.tenants.set(id, { ...tenant, status });
     },
@@ -51,6 +70,7 @@ export const memoryObjectStoreBackdoor = (store: MemoryObjectStore) => {
   return {
     read: async (key: string) => objects.get(key)?.bytes.slice(),
     exists: async (key: string) => objects.has(key),
+    keysUnder: async (prefix: string) => [...objects.keys()].filter((key) => key.startsWith(prefix)).sort(),
     storedParts: async (uploadId: string) =>
       [...(uploads.get(uploadId) ?? new Map()).entries()]
         .sort(([a], [b]) => a - b)

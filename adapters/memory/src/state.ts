@@ -74,6 +74,8 @@ export interface MemoryState {
   readonly webhookDeliveries: Map<string, WebhookDelivery>;
   /** JSON `[tenant_id, asset_id, unit, chunk_index]` -> the chunk ledger's row. */
   readonly chunks: Map<string, AssetChunk>;
+  /** SHA-256 of every deleted tenant's slug: never given to a new tenant. */
+  readonly retiredSlugs: Set<string>;
 }
 
 export const emptyState = (): MemoryState => ({
@@ -95,18 +97,28 @@ export const emptyState = (): MemoryState => ({
   webhooks: new Map(),
   webhookDeliveries: new Map(),
   chunks: new Map(),
+  retiredSlugs: new Set(),
 });
 
-/** Shallow copies of every map: enough to roll back, because records are never mutated. */
+/** Shallow copies of every map and set: enough to roll back, because records are never mutated. */
 export const snapshot = (state: MemoryState): MemoryState =>
   Object.fromEntries(
-    Object.entries(state).map(([k, v]) => [k, new Map(v as Map<unknown, unknown>)]),
+    Object.entries(state).map(([k, v]) => [
+      k,
+      v instanceof Set ? new Set(v) : new Map(v as Map<unknown, unknown>),
+    ]),
   ) as unknown as MemoryState;
 
 export const restore = (state: MemoryState, from: MemoryState): void => {
   for (const key of Object.keys(state) as Array<keyof MemoryState>) {
-    const target = state[key] as Map<unknown, unknown>;
-    target.clear();
-    for (const [k, v] of from[key] as Map<unknown, unknown>) target.set(k, v);
+    const target = state[key];
+    if (target instanceof Set) {
+      target.clear();
+      for (const v of from[key] as Set<string>) target.add(v);
+      continue;
+    }
+    const map = target as Map<unknown, unknown>;
+    map.clear();
+    for (const [k, v] of from[key] as Map<unknown, unknown>) map.set(k, v);
   }
 };

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import {
   type Asset,
   apiKeyStatus,
@@ -32,10 +33,60 @@ const idempotencyId = (tenantId: string, principal: string, key: string) =>
 /** Repositories straight over the state; `memoryStorage` adds locking and transactions. */
 let jobCounter = 0;
 
+/** A retired slug is kept as its SHA-256 only: the tombstone names no one. */
+const slugHash = (slug: string) => createHash("sha256").update(slug).digest("hex");
+
+/**
+ * The maps a tenant's rows live in, besides `tenants`: every record map but the queue's jobs
+ * (ids in a job's data, as in any queue) and the indexes, which are rebuilt after a purge. A map
+ * added to the state is purged without a change here.
+ */
+const NOT_TENANT_ROWS: ReadonlySet<keyof MemoryState> = new Set([
+  "tenants",
+  "jobs",
+  "retiredSlugs",
+  "usersByEmail",
+  "apiKeysByHash",
+]);
+
+/** Whether a record of any map belongs to the tenant: its tenant_id (tenantId for idempotency records). */
+const ownedBy = (record: unknown, tenantId: string) =>
+  typeof record === "object" &&
+  record !== null &&
+  ((record as { tenant_id?: unknown }).tenant_id === tenantId ||
+    (record as { tenantId?: unknown }).tenantId === tenantId);
+
+const purgeTenant = (s: MemoryState, tenantId: string) => {
+  for (const [name, map] of Object.entries(s) as Array<[keyof MemoryState, Map<unknown, unknown>]>) {
+    if (NOT_TENANT_ROWS.has(name)) continue;
+    for (const [key, record] of map) if (ownedBy(record, tenantId)) map.delete(key);
+  }
+  for (const [email, userId] of s.usersByEmail) if (!s.users.has(userId)) s.usersByEmail.delete(email);
+  for (const [hash, keyId] of s.apiKeysByHash) if (!s.apiKeys.has(keyId)) s.apiKeysByHash.delete(hash);
+  s.tenants.delete(tenantId);
+};
+
 const repositoriesOver = (s: MemoryState): Repositories => ({
   tenants: {
-    insert: (tenant) => Effect.sync(() => void s.tenants.set(tenant.id, tenant)),
+    insert: (tenant) =>
+      Effect.suspend(() => {
+        const taken =
+          s.retiredSlugs.has(slugHash(tenant.slug)) ||
+          [...s.tenants.values()].some((t) => t.slug === tenant.slug);
+        if (taken) return Effect.fail(new Conflict({ message: "the tenant slug is taken" }));
+        s.tenants.set(tenant.id, tenant);
+        return Effect.void;
+      }),
     get: (id) => get(s.tenants, id),
+    markDeleted: (id, _at) =>
+      Effect.sync(() => {
+        const tenant = s.tenants.get(id);
+        if (tenant === undefined || tenant.status === "deleted") return false;
+        s.tenants.set(id, { ...tenant, status: "deleted" });
+        s.retiredSlugs.add(slugHash(tenant.slug));
+        return true;
+      }),
+    purge: (id) => Effect.sync(() => purgeTenant(s, id)),
     setStatus: (id, status) =>
       Effect.sync(() => {
         const tenant = s.tenants.get(id);
@@ -260,6 +311,12 @@ const repositoriesOver = (s: MemoryState): Repositories => ({
         s.uploads.set(id, { ...session, status: "completed", completed_at: at, completed_parts: parts });
         return true;
       }),
+    listOpen: (tenantId, limit) =>
+      Effect.sync(() =>
+        [...s.uploads.values()]
+          .filter((u) => u.tenant_id === tenantId && u.status === "created")
+          .slice(0, limit),
+      ),
     listExpired: (now, limit) =>
       Effect.sync(() =>
         [...s.uploads.values()]

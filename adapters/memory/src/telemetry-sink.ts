@@ -16,5 +16,12 @@ export const memoryTelemetrySink = (): MemoryTelemetrySink => {
         // A loop, not push(...batch): a spread of a very large batch can overflow the call stack.
         for (const event of batch) events.push(event);
       }),
+    removeTenant: (tenantId) =>
+      Effect.sync(() => {
+        // In place: `events` is a live view.
+        let kept = 0;
+        for (const event of events) if (event.tenant_id !== tenantId) events[kept++] = event;
+        events.length = kept;
+      }),
   };
 };

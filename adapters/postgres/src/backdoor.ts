@@ -52,6 +52,29 @@ export const postgresBackdoor = (sql: Queryable & { readonly schema?: string | u
           tenantId,
         ])
       ).rows,
+    // Every table of our schema with a tenant_id column, as the catalog lists them now: a table
+    // a later migration adds is counted without a change here.
+    rowsOfTenant: async (tenantId: string) => {
+      const { rows: tables } = await sql.query<{ table_name: string }>(
+        `SELECT c.table_name FROM information_schema.columns c
+         JOIN information_schema.tables t USING (table_schema, table_name)
+         WHERE c.table_schema = current_schema() AND c.column_name = 'tenant_id' AND t.table_type = 'BASE TABLE'
+         ORDER BY c.table_name`,
+        [],
+      );
+      const counts: Record<string, number> = {};
+      const count = async (table: string, column: string) => {
+        const { rows } = await sql.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM "${table}" WHERE ${column} = $1`,
+          [tenantId],
+        );
+        const n = rows[0]?.n ?? 0;
+        if (n > 0) counts[table] = n;
+      };
+      await count("tenants", "id");
+      for (const { table_name } of tables) await count(table_name, "tenant_id");
+      return counts;
+    },
     // pg-boss keeps its jobs in a schema of its own, named after ours (see jobs.ts).
     jobs: async () =>
       (
@@ -89,7 +112,7 @@ export const postgresBackdoor = (sql: Queryable & { readonly schema?: string | u
         ],
       );
     },
-    setTenantStatus: async (id: string, status: "active" | "suspended") => {
+    setTenantStatus: async (id: string, status: Core.TenantStatus) => {
       await sql.query("UPDATE tenants SET status = $2 WHERE id = $1", [id, status]);
     },
   };

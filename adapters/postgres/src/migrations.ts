@@ -7,6 +7,7 @@ import {
 } from "./row-level-security.js";
 import type { Queryable, SqlDatabase } from "./sql.js";
 import { withStartupLock } from "./startup-lock.js";
+import { APP_ROLE_SQL } from "./tenancy.js";
 
 export interface Migration {
   readonly version: number;
@@ -276,6 +277,26 @@ CREATE TABLE asset_chunks (
   PRIMARY KEY (tenant_id, asset_id, unit, chunk_index)
 );
 ${tenantOwnedTablesSql(["asset_chunks"])}
+`,
+  },
+  {
+    version: 14,
+    name: "deleted tenants and their retired slugs",
+    // A deleted tenant's row stays, status deleted, until the delete-tenant job removes it with
+    // every other row of the tenant. Its slug is kept apart as a SHA-256, never to be given again:
+    // no tenant_id, nothing that names anyone. Not tenant-owned, so no policy; the app role reads
+    // it (signup) and adds to it (deletion), nothing else.
+    sql: `
+ALTER TABLE tenants DROP CONSTRAINT tenants_status_check;
+ALTER TABLE tenants ADD CONSTRAINT tenants_status_check CHECK (status IN ('active', 'suspended', 'deleted'));
+CREATE TABLE retired_tenant_slugs (
+  slug_sha256 text PRIMARY KEY,
+  retired_at bigint NOT NULL
+);
+DO $$
+BEGIN
+  EXECUTE format('GRANT SELECT, INSERT ON retired_tenant_slugs TO %I', ${APP_ROLE_SQL});
+END $$;
 `,
   },
   {

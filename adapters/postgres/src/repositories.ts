@@ -129,6 +129,42 @@ export type Enqueue = (
   options?: EnqueueOptions,
 ) => Promise<void>;
 
+/** The hex SHA-256 of a slug, as retired_tenant_slugs keeps it (the tombstone names no one). */
+const SLUG_SHA256 = (slug: string) => `encode(sha256(convert_to(${slug}, 'UTF8')), 'hex')`;
+
+/** The schema's tables with a tenant_id column: a table a later migration adds is purged too. */
+const TENANT_TABLES = `
+SELECT c.relname AS name FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p')
+  AND a.attname = 'tenant_id' AND NOT a.attisdropped`;
+
+/** Foreign keys between the schema's tables: a referencing row goes before the row it refers to. */
+const REFERENCES = `
+SELECT child.relname AS child, parent.relname AS parent FROM pg_constraint k
+JOIN pg_class child ON child.oid = k.conrelid JOIN pg_class parent ON parent.oid = k.confrelid
+WHERE k.contype = 'f' AND k.connamespace = current_schema()::regnamespace`;
+
+/** The tables in an order in which no row is deleted while a row of another table refers to it. */
+const deletionOrder = (
+  tables: ReadonlyArray<string>,
+  references: ReadonlyArray<{ readonly child: string; readonly parent: string }>,
+): ReadonlyArray<string> => {
+  const left = new Set(tables);
+  const order: string[] = [];
+  while (left.size > 0) {
+    const free = [...left].filter(
+      (table) => !references.some((r) => r.parent === table && r.child !== table && left.has(r.child)),
+    );
+    // A cycle of references (none in our schema): the rest in any order, and the database says.
+    const next = free.length > 0 ? free : [...left];
+    for (const table of next.sort()) {
+      order.push(table);
+      left.delete(table);
+    }
+  }
+  return order;
+};
+
 const placeholders = (n: number, from = 1) => Array.from({ length: n }, (_, i) => `$${i + from}`).join(", ");
 
 /** The INSERT of `record` into `table`, its values in the order `columns` (as the SQL lists them) names. */
@@ -181,12 +217,57 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
 
   return {
     tenants: {
+      // A retired slug inserts nothing; a taken one violates the unique index: both a Conflict.
       insert: (t) =>
-        write(
-          tenantScope(t.id),
-          "INSERT INTO tenants (id, slug, name, plan, status, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
-          [t.id, t.slug, t.name, t.plan, t.status, t.created_at],
+        attempt(
+          () =>
+            sql.query(
+              tenantScope(t.id),
+              `INSERT INTO tenants (id, slug, name, plan, status, created_at)
+               SELECT $1, $2, $3, $4, $5, $6 WHERE NOT EXISTS
+                 (SELECT FROM retired_tenant_slugs WHERE slug_sha256 = ${SLUG_SHA256("$2")})`,
+              [t.id, t.slug, t.name, t.plan, t.status, t.created_at],
+            ),
+          (error) =>
+            isUniqueViolation(error)
+              ? new Conflict({ message: "the tenant slug is taken" })
+              : storageError(error),
+        ).pipe(
+          Effect.flatMap((r) =>
+            r.rowCount === 1
+              ? Effect.void
+              : Effect.fail(new Conflict({ message: "the tenant slug is retired" })),
+          ),
         ),
+      markDeleted: (id, at) =>
+        Effect.map(
+          run(
+            tenantScope(id),
+            `WITH deleted AS (
+               UPDATE tenants SET status = 'deleted' WHERE id = $1 AND status <> 'deleted' RETURNING slug
+             )
+             INSERT INTO retired_tenant_slugs (slug_sha256, retired_at)
+             SELECT ${SLUG_SHA256("slug")}, $2 FROM deleted
+             ON CONFLICT (slug_sha256) DO NOTHING
+             RETURNING 1`,
+            [id, at],
+          ),
+          (r) => r.rowCount === 1,
+        ),
+      purge: (id) =>
+        Effect.gen(function* () {
+          // As the tables' owner (the app role deletes no tenant row), held to the tenant by the
+          // policies all the same.
+          const scope: Scope = { role: "login", settings: { "vod.tenant_id": id } };
+          const { rows: tables } = yield* run<{ name: string }>(scope, TENANT_TABLES);
+          const { rows: references } = yield* run<{ child: string; parent: string }>(scope, REFERENCES);
+          for (const table of deletionOrder(
+            tables.map((t) => t.name),
+            references,
+          ))
+            yield* write(scope, `DELETE FROM "${table}" WHERE tenant_id = $1`, [id]);
+          yield* write(scope, "DELETE FROM tenants WHERE id = $1", [id]);
+        }),
       get: (id) =>
         one<Tenant>(
           tenantScope(id),
@@ -422,6 +503,15 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
           `UPDATE upload_sessions SET status = 'completed', completed_at = $3, completed_parts = $4::jsonb
              WHERE tenant_id = $1 AND id = $2 AND status = 'created'`,
           [tenantId, id, at, JSON.stringify(parts)],
+        ),
+      listOpen: (tenantId, limit) =>
+        Effect.map(
+          run<UploadSession>(
+            tenantScope(tenantId),
+            `SELECT ${UPLOAD} FROM upload_sessions WHERE tenant_id = $1 AND status = 'created' LIMIT $2`,
+            [tenantId, limit],
+          ),
+          (r) => r.rows,
         ),
       listExpired: (now, limit) =>
         Effect.map(

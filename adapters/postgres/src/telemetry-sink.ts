@@ -145,5 +145,16 @@ export const postgresTelemetrySink = (
                 }
               }),
           ),
+    // As the table's owner (the app role deletes nothing), held to the tenant by its policy.
+    removeTenant: (tenantId) =>
+      Effect.tryPromise({
+        try: () =>
+          sql.query(
+            { role: "login", settings: { "vod.tenant_id": tenantId } },
+            "DELETE FROM telemetry_events WHERE tenant_id = $1",
+            [tenantId],
+          ),
+        catch: (cause) => new StorageError({ message: "could not delete telemetry events", cause }),
+      }).pipe(Effect.asVoid),
   };
 };

@@ -79,6 +79,7 @@ describe.skipIf(databaseUrl === null)(
         "playback_sessions",
         "refresh_sessions",
         "refresh_tokens",
+        "retired_tenant_slugs",
         "telemetry_events",
         "tenants",
         "upload_sessions",

@@ -383,6 +383,23 @@ describe.skipIf(databaseUrl === null)(
         // The owner itself, outside the adapter's scope, sees no tenant's rows.
         expect((await db.query("SELECT id FROM assets")).rows).toEqual([]);
         expect((await admin.query(`SELECT id FROM ${schema}.assets`)).rows).toEqual([{ id: asset.id }]);
+
+        // A deleted tenant's purge runs as this owner, held by the policies to that tenant alone;
+        // the app role's new rights (retired slugs) work for this login's role too.
+        const doomed = aTenant();
+        const doomedAsset = anAsset(doomed);
+        await Effect.runPromise(storage.tenants.insert(doomed));
+        await Effect.runPromise(storage.assets.insert(doomedAsset));
+        expect(await Effect.runPromise(storage.tenants.markDeleted(doomed.id, 1))).toBe(true);
+        await Effect.runPromise(storage.tenants.purge(doomed.id));
+        expect((await admin.query(`SELECT id FROM ${schema}.assets ORDER BY id`)).rows).toEqual([
+          { id: asset.id },
+        ]);
+        expect((await admin.query(`SELECT id FROM ${schema}.tenants`)).rows).toEqual([{ id: tenant.id }]);
+        const reused = await Effect.runPromise(
+          Effect.either(storage.tenants.insert(aTenant({ slug: doomed.slug }))),
+        );
+        expect(reused._tag).toBe("Left");
       } finally {
         await db.close();
         await admin.exec(

@@ -12,6 +12,7 @@ import { describePlaybackImages } from "./images.js";
 import { describePlayback } from "./playback.js";
 import { describeRateLimits } from "./rate-limits.js";
 import { describeStaticRenditions } from "./static-renditions.js";
+import { describeTenantDeletion } from "./tenant-deletion.js";
 import { describeUploads } from "./uploads.js";
 import { describeWebhooks } from "./webhooks.js";
 
@@ -41,5 +42,6 @@ export const describeHttpApi = (name: string, makeSubject: MakeHttpSubject): voi
     describePlaybackImages(makeSubject);
     describeStaticRenditions(makeSubject);
     describeWebhooks(makeSubject);
+    describeTenantDeletion(makeSubject);
   });
 };

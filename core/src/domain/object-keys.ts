@@ -43,3 +43,14 @@ export const renditionChunksPrefix = (tenantId: string, assetId: string, renditi
 /** One rendition's encoded chunk (`360p`, chunk 3). */
 export const chunkKey = (tenantId: string, assetId: string, rendition: string, index: number) =>
   `${renditionChunksPrefix(tenantId, assetId, rendition)}${index}.mp4`;
+
+/**
+ * Every prefix under which the tenant's objects live (origins, renditions and the images cached
+ * there, chunks): what deleting the tenant empties. Parts of open multipart uploads are the
+ * store's own, found by upload, not by prefix.
+ */
+export const tenantPrefixes = (tenantId: string): ReadonlyArray<string> => [
+  `origins/${tenantId}/`,
+  `renditions/${tenantId}/`,
+  `chunks/${tenantId}/`,
+];

@@ -1,7 +1,11 @@
 import type { TenantId } from "./ids.js";
 export const tenantPlans = ["free", "pro", "enterprise"] as const;
 export type TenantPlan = (typeof tenantPlans)[number];
-export const tenantStatuses = ["active", "suspended"] as const;
+/**
+ * `deleted`: deletion was asked (the owner or an operator); every credential is refused from then
+ * on, and the `delete-tenant` job removes the row with the rest of the tenant's data.
+ */
+export const tenantStatuses = ["active", "suspended", "deleted"] as const;
 export type TenantStatus = (typeof tenantStatuses)[number];
 
 export interface Tenant {

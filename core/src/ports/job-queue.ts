@@ -35,6 +35,11 @@ export interface JobTypes {
     readonly asset_id: AssetId;
     readonly upload_ids: ReadonlyArray<UploadId>;
   };
+  /**
+   * A deleted tenant's data: the parts of its open uploads aborted, every object under its
+   * prefixes removed, every row of it in every table (and its telemetry) deleted.
+   */
+  readonly "delete-tenant": { readonly tenant_id: TenantId };
   /** One attempt at a webhook delivery, the one after `attempts` earlier ones. */
   readonly "deliver-webhook": {
     readonly tenant_id: TenantId;
@@ -71,6 +76,7 @@ export const jobNames: ReadonlyArray<JobName> = [
   "package-chunks",
   "static-renditions",
   "delete-asset",
+  "delete-tenant",
   "deliver-webhook",
   "send-account-mail",
 ];

@@ -20,9 +20,21 @@ import type { JobRepository } from "./job-queue.js";
 type Op<A, E = never> = Effect.Effect<A, E | StorageError>;
 
 export interface TenantRepository {
-  insert(tenant: Tenant): Op<void>;
+  /** Conflict when the slug is taken, or was a deleted tenant's: a slug is never reused. */
+  insert(tenant: Tenant): Op<void, Conflict>;
   get(id: TenantId): Op<Option.Option<Tenant>>;
   setStatus(id: TenantId, status: TenantStatus): Op<void>;
+  /**
+   * Sets the status `deleted` and retires the slug for good (kept only as its SHA-256, apart
+   * from the tenant's rows). False when the tenant is not there or deleted already: of two
+   * racing deletions one gets true.
+   */
+  markDeleted(id: string, at: number): Op<boolean>;
+  /**
+   * Deletes every row of the tenant in every table, the tenant's own row last; the retired slug
+   * stays. Harmless to repeat. Not atomic: a run cut short is finished by the next.
+   */
+  purge(id: string): Op<void>;
   /**
    * Inside a transaction: holds the tenant until it ends, so that creates counted against a
    * quota take turns (a count and its insert are one decision). Outside one it holds nothing.
@@ -150,6 +162,8 @@ export interface UploadRepository {
   close(tenantId: TenantId, id: UploadId, status: "aborted" | "expired"): Op<boolean>;
   /** Completes a stored `created` session; false when another call completed it first. */
   complete(tenantId: TenantId, id: UploadId, at: number, parts: ReadonlyArray<UploadedPart>): Op<boolean>;
+  /** The tenant's sessions stored as created (open), any asset, at most `limit`. */
+  listOpen(tenantId: TenantId, limit: number): Op<ReadonlyArray<UploadSession>>;
   /** Sessions stored as created whose expiry has passed, oldest first. */
   listExpired(now: number, limit: number): Op<ReadonlyArray<UploadSession>>;
 }

@@ -29,4 +29,6 @@ export interface TelemetrySink {
    * (group commit); each call still learns whether its own events were stored.
    */
   write(events: ReadonlyArray<TelemetryEvent>): Effect.Effect<void, StorageError>;
+  /** Deletes every stored event of the tenant (a deleted tenant's); harmless to repeat. */
+  removeTenant(tenantId: string): Effect.Effect<void, StorageError>;
 }

@@ -66,6 +66,9 @@ export const RefreshBody = Schema.Struct({ refresh_token: NonEmpty });
 export const LogoutBody = Schema.Struct({ refresh_token: Schema.optional(NonEmpty) });
 
 /** current_password is left out only by a user who has no password yet (accounts.ts says so otherwise). */
+/** Deleting the tenant: the owner's password, or none after a fresh sign-in (accounts.ts). */
+export const DeleteTenantBody = Schema.Struct({ password: Schema.optional(PresentedPassword) });
+
 export const PasswordChangeBody = Schema.Struct({
   current_password: Schema.optional(PresentedPassword),
   new_password: NewPassword,

@@ -1,10 +1,17 @@
-import { Effect, Option } from "effect";
+import { Data, Effect, Option } from "effect";
 import type { VodConfig } from "../config.js";
 import type { TenantId } from "../domain/ids.js";
 import { type RevokedReason, refreshTokenState } from "../domain/refresh-session.js";
 import { defaultTenantName, slugify, type Tenant } from "../domain/tenant.js";
 import { publicUser, type User, type UserRecord } from "../domain/user.js";
-import { Conflict, Forbidden, InvalidRequest, Unauthorized } from "../errors.js";
+import {
+  Conflict,
+  Forbidden,
+  InvalidRequest,
+  type NotFound,
+  type StorageError,
+  Unauthorized,
+} from "../errors.js";
 import type { VerifiedIdentity } from "../ports/identity-verifier.js";
 import type { Repositories } from "../ports/repositories.js";
 import type { Requests, Resources } from "../schema/index.js";
@@ -17,12 +24,25 @@ import { limitAuthByIp as limitByIp, randomBase36, randomBase62, sha256Hex } fro
 type SignupInput = typeof Requests.SignupBody.Type;
 type LoginInput = typeof Requests.LoginBody.Type;
 type PasswordChangeInput = typeof Requests.PasswordChangeBody.Type;
+type DeleteTenantInput = typeof Requests.DeleteTenantBody.Type;
+
+/** The slug drawn for a new tenant is taken, or was a deleted tenant's: another is drawn. */
+class SlugTaken extends Data.TaggedError("SlugTaken") {}
+const SLUG_DRAWS = 3;
 
 export interface SignedIn extends Resources.Tokens {
   readonly user: User;
 }
 
-export const makeAccounts = (ports: VodPorts, config: VodConfig, forget: Forget) => {
+/** How long after a sign-in its access tokens may delete the tenant without a password. */
+export const FRESH_SIGN_IN_MS = 5 * 60 * 1000;
+
+export const makeAccounts = (
+  ports: VodPorts,
+  config: VodConfig,
+  forget: Forget,
+  removeTenant: (tenantId: TenantId) => Effect.Effect<unknown, NotFound | StorageError>,
+) => {
   const { clock, ids, storage, passwordHasher, tokenSigner, identityVerifier } = ports;
   const failedLogins = makeFailedLogins(ports, config);
 
@@ -97,10 +117,14 @@ export const makeAccounts = (ports: VodPorts, config: VodConfig, forget: Forget)
   const limitAuthByIp = (clientIp: string) => limitByIp(ports, config, clientIp);
 
   const requireActiveTenant = (tenantId: TenantId) =>
-    Effect.flatMap(storage.tenants.get(tenantId), (tenant) =>
-      Option.isSome(tenant) && tenant.value.status === "active"
-        ? Effect.succeed(tenant.value)
-        : Effect.fail(new Forbidden({ message: "tenant is suspended" })),
+    Effect.flatMap(
+      storage.tenants.get(tenantId),
+      (tenant): Effect.Effect<Tenant, Unauthorized | Forbidden> =>
+        Option.isSome(tenant) && tenant.value.status === "active"
+          ? Effect.succeed(tenant.value)
+          : Option.isNone(tenant) || tenant.value.status === "deleted"
+            ? Effect.fail(new Unauthorized({ message: "account no longer exists" }))
+            : Effect.fail(new Forbidden({ message: "tenant is suspended" })),
     );
 
   /** A new tenant with its owner, and a first session: one transaction. */
@@ -112,6 +136,16 @@ export const makeAccounts = (ports: VodPorts, config: VodConfig, forget: Forget)
     tenantName: string;
     identity?: VerifiedIdentity;
   }) =>
+    Effect.retry(
+      Effect.suspend(() => createAccountOnce(input)),
+      { while: (e) => e._tag === "SlugTaken", times: SLUG_DRAWS - 1 },
+    ).pipe(
+      Effect.catchTag("SlugTaken", () =>
+        Effect.fail(new Conflict({ message: "no free tenant slug was found; try again" })),
+      ),
+    );
+
+  const createAccountOnce = (input: Parameters<typeof createAccount>[0]) =>
     Effect.gen(function* () {
       const now = clock.now();
       const tenant = newTenant(input.tenantName, now);
@@ -128,7 +162,7 @@ export const makeAccounts = (ports: VodPorts, config: VodConfig, forget: Forget)
       const identity = input.identity;
       const tokens = yield* storage.transaction((tx) =>
         Effect.gen(function* () {
-          yield* tx.tenants.insert(tenant);
+          yield* Effect.catchTag(tx.tenants.insert(tenant), "Conflict", () => Effect.fail(new SlugTaken()));
           yield* tx.users.insert(user);
           if (identity)
             yield* tx.identities.insert({
@@ -355,6 +389,55 @@ export const makeAccounts = (ports: VodPorts, config: VodConfig, forget: Forget)
       yield* forget({ kind: "user", id: principal.user.id });
     });
 
+  /**
+   * The owner deletes their tenant (tenants.ts `remove`), proving it is them again: with the
+   * password, or, for an account without one (Google sign-in), with an access token whose
+   * sign-in (its refresh session) is under FRESH_SIGN_IN_MS old. A wrong password counts as a
+   * failed login, as on a password change.
+   */
+  const deleteTenant = (
+    principal: Principal & { kind: "user" },
+    input: DeleteTenantInput,
+    clientIp: string,
+  ) =>
+    Effect.gen(function* () {
+      if (principal.role !== "owner")
+        return yield* Effect.fail(new Forbidden({ message: "only the tenant's owner may delete it" }));
+      const user = yield* storage.users.get(principal.tenant.id, principal.user.id);
+      const hash = Option.isSome(user) ? user.value.password_hash : null;
+      if (input.password !== undefined) {
+        const password = input.password;
+        const ok = yield* failedLogins.attempt(
+          principal.user.email,
+          clientIp,
+          Effect.map(
+            passwordHasher.verify(hash ?? (yield* dummyHash), password),
+            (right) => right && hash !== null,
+          ),
+          (right) => !right,
+        );
+        if (!ok) return yield* Effect.fail(new Unauthorized({ message: "password is wrong" }));
+      } else if (hash !== null) {
+        return yield* Effect.fail(
+          new InvalidRequest({
+            message: "password: is required, the account has a password",
+            details: { fields: [{ path: ["password"], message: "is required, the account has a password" }] },
+          }),
+        );
+      } else {
+        const session = yield* storage.refreshSessions.getSession(principal.tenant.id, principal.sessionId);
+        const signedInAt = Option.isSome(session) ? session.value.created_at : 0;
+        if (clock.now() - signedInAt >= FRESH_SIGN_IN_MS)
+          return yield* Effect.fail(
+            new Unauthorized({
+              message: "sign in again (within 5 minutes) to delete the tenant",
+              details: { reason: "sign_in_too_old", max_age_seconds: FRESH_SIGN_IN_MS / 1000 },
+            }),
+          );
+      }
+      yield* removeTenant(principal.tenant.id);
+    });
+
   const me = (principal: Principal) =>
     principal.kind === "user"
       ? {
@@ -367,7 +450,7 @@ export const makeAccounts = (ports: VodPorts, config: VodConfig, forget: Forget)
           tenant: principal.tenant,
         };
 
-  return { signup, login, google, refresh, logout, changePassword, me };
+  return { signup, login, google, refresh, logout, changePassword, deleteTenant, me };
 };
 
 const emailTaken = () => new Conflict({ message: "an account with this email already exists" });

@@ -91,8 +91,13 @@ const concerns = (principal: Principal, revocation: Revocation): boolean => {
   }
 };
 
-const ACTIVE = Effect.succeed(true);
-const INACTIVE = Effect.succeed(false);
+/** Whether a tenant may be served: active, suspended, or gone (deleted, or never there). */
+export type TenantStanding = "active" | "suspended" | "gone";
+const STANDINGS = {
+  active: Effect.succeed("active"),
+  suspended: Effect.succeed("suspended"),
+  gone: Effect.succeed("gone"),
+} as const satisfies Record<TenantStanding, Effect.Effect<TenantStanding>>;
 
 /**
  * Who is calling, resolved once per credential and node and then served from memory, and
@@ -117,7 +122,7 @@ export const makeCredentials = (
 
   // Whether each tenant is active, for what a tenant's playback tokens and part URLs do: they
   // carry the tenant's id, not a principal, and are checked on every segment and part.
-  const tenantStatuses = new Map<string, { readonly active: boolean; readonly at: number }>();
+  const tenantStatuses = new Map<string, { readonly standing: TenantStanding; readonly at: number }>();
 
   const drop = (revocation: Revocation) => {
     if (revocation.kind === "playback_session") return;
@@ -149,7 +154,7 @@ export const makeCredentials = (
     Effect.flatMap(
       storage.tenants.get(tenantId),
       (tenant): Effect.Effect<Tenant, Unauthorized | Forbidden> =>
-        Option.isNone(tenant)
+        Option.isNone(tenant) || tenant.value.status === "deleted"
           ? Effect.fail(unauthorized("credential is no longer valid"))
           : tenant.value.status === "suspended"
             ? Effect.fail(new Forbidden({ message: "tenant is suspended" }))
@@ -157,20 +162,26 @@ export const makeCredentials = (
     );
 
   /**
-   * Whether the tenant may be served (not suspended, still there): what the playback token check
-   * and the part upload URLs ask on every request, so answered from memory for at most
-   * `maxAgeMs` and dropped at once when the feed tells of a change to the tenant.
+   * Whether the tenant may be served (active), is suspended, or is gone (deleted, or not there):
+   * what the playback token check and the part upload URLs ask on every request, so answered
+   * from memory for at most `maxAgeMs` and dropped at once when the feed tells of a change to
+   * the tenant.
    */
-  const tenantIsActive = (tenantId: TenantId): Effect.Effect<boolean, StorageError> => {
+  const tenantIsActive = (tenantId: TenantId): Effect.Effect<TenantStanding, StorageError> => {
     const now = clock.now();
     const cached = tenantStatuses.get(tenantId);
     if (cached !== undefined && now - cached.at < maxAgeMs && now >= cached.at)
-      return cached.active ? ACTIVE : INACTIVE;
+      return STANDINGS[cached.standing];
     const since = generation;
     return Effect.map(storage.tenants.get(tenantId), (tenant) => {
-      const active = Option.isSome(tenant) && tenant.value.status === "active";
-      if (since === generation) putBounded(tenantStatuses, tenantId, { active, at: now });
-      return active;
+      const standing: TenantStanding =
+        Option.isNone(tenant) || tenant.value.status === "deleted"
+          ? "gone"
+          : tenant.value.status === "active"
+            ? "active"
+            : "suspended";
+      if (since === generation) putBounded(tenantStatuses, tenantId, { standing, at: now });
+      return standing;
     });
   };
 
@@ -276,6 +287,20 @@ export type TenantIsActive = ReturnType<typeof makeCredentials>["tenantIsActive"
 
 /** What a suspended tenant's playback token, licence token or part URL is answered. */
 export const tenantSuspended = () => new Forbidden({ message: "tenant is suspended" });
+
+/**
+ * Refuses what a tenant that is not active signed (a playback token, a licence token, a part
+ * URL): a suspended tenant's with `suspended`, a deleted tenant's as a revoked credential (401).
+ */
+export const refuseUnlessActive = (
+  standing: TenantStanding,
+  suspended: () => Forbidden | Unauthorized = tenantSuspended,
+): Effect.Effect<void, Forbidden | Unauthorized> =>
+  standing === "active"
+    ? Effect.void
+    : Effect.fail(
+        standing === "gone" ? new Unauthorized({ message: "tenant has been deleted" }) : suspended(),
+      );
 
 /** What use cases that end or change a credential call to have every node drop it. */
 export type Forget = ReturnType<typeof makeCredentials>["forget"];

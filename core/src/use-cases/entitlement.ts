@@ -4,7 +4,7 @@ import { Conflict, NotFound, Unauthorized } from "../errors.js";
 import type { RevocationStore } from "../ports/revocation-store.js";
 import type { Requests } from "../schema/index.js";
 import type { VodPorts } from "../tokens.js";
-import { type TenantIsActive, tenantSuspended } from "./authenticate.js";
+import { refuseUnlessActive, type TenantIsActive } from "./authenticate.js";
 import type { makeContentKeys } from "./content-keys.js";
 import type { VerifyPlaybackToken } from "./playback-sessions.js";
 
@@ -85,7 +85,7 @@ export const makeEntitlement = (
         return yield* Effect.fail(new Unauthorized({ message: "invalid licence token" }));
       if (yield* revocations.isRevoked(decoded.value.sid, now))
         return yield* Effect.fail(new Unauthorized({ message: "playback session has ended" }));
-      if (!(yield* tenantIsActive(decoded.value.tid))) return yield* Effect.fail(tenantSuspended());
+      yield* refuseUnlessActive(yield* tenantIsActive(decoded.value.tid));
       return decoded.value;
     });
 

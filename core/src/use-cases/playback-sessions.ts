@@ -6,7 +6,7 @@ import { Forbidden, type StorageError, Unauthorized, UploadInProgress } from "..
 import type { RevocationStore } from "../ports/revocation-store.js";
 import type { Requests } from "../schema/index.js";
 import type { VodPorts } from "../tokens.js";
-import { type Principal, type TenantIsActive, tenantSuspended } from "./authenticate.js";
+import { type Principal, refuseUnlessActive, type TenantIsActive, tenantSuspended } from "./authenticate.js";
 import { orNotFound } from "./support.js";
 
 /** The version marker of playback tokens (spec part 9). */
@@ -173,7 +173,7 @@ export const makePlaybackSessions = (
       const claims = yield* claimsOf(token, now, leewayMs);
       if (yield* revocations.isRevoked(claims.sessionId, now))
         return yield* Effect.fail(new Unauthorized({ message: "playback session has ended" }));
-      if (!(yield* tenantIsActive(claims.tenantId))) return yield* Effect.fail(suspended());
+      yield* refuseUnlessActive(yield* tenantIsActive(claims.tenantId), suspended);
       return claims;
     });
 

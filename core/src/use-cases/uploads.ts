@@ -26,7 +26,7 @@ import type { PartChecksums } from "../ports/media-processor.js";
 import type { ByteStream, MultipartRef, ObjectStore } from "../ports/object-store.js";
 import type { Requests } from "../schema/index.js";
 import type { VodPorts } from "../tokens.js";
-import { type Principal, type TenantIsActive, tenantSuspended } from "./authenticate.js";
+import { type Principal, refuseUnlessActive, type TenantIsActive } from "./authenticate.js";
 import { constantTimeEqual, hmacBase64Url, orNotFound } from "./support.js";
 import { eventRecorder } from "./webhooks.js";
 
@@ -214,7 +214,7 @@ export const makeUploads = (ports: VodPorts, config: VodConfig, tenantIsActive: 
       if (!constantTimeEqual(expected, request.signature) || request.expiresSec * 1000 <= now)
         return yield* Effect.fail(new Unauthorized({ message: "invalid or expired part upload URL" }));
       // A URL handed out before the tenant was suspended is still signed: the tenant is not served.
-      if (!(yield* tenantIsActive(request.tenantId))) return yield* Effect.fail(tenantSuspended());
+      yield* refuseUnlessActive(yield* tenantIsActive(request.tenantId));
       const found = yield* storage.uploads.get(request.tenantId, request.uploadId);
       if (Option.isNone(found)) return yield* Effect.fail(new NotFound({ message: "upload not found" }));
       const session = yield* settleExpiry(found.value);

@@ -139,6 +139,29 @@ export const startWorker = async (
     await stopProcessing();
     throw error;
   });
+  // One tenant at a time: a deletion is rare, and its statements and object listings are long.
+  const tenantDeletions = await Effect.runPromise(
+    queue.work("delete-tenant", { concurrency: 1 }, (job) =>
+      vod.tenants.removeData(job).pipe(
+        Effect.tap(() =>
+          Effect.sync(() =>
+            log.info({ job_id: job.id, tenant_id: job.data.tenant_id }, "tenant data removed"),
+          ),
+        ),
+        Effect.tapError((e) =>
+          Effect.sync(() =>
+            log.warn(
+              { job_id: job.id, tenant_id: job.data.tenant_id, attempt: job.attempt, err: e.message },
+              "tenant data removal failed",
+            ),
+          ),
+        ),
+      ),
+    ),
+  ).catch(async (error: unknown) => {
+    await Promise.all([stopProcessing(), Effect.runPromise(deletions.stop)]);
+    throw error;
+  });
   const deliveries = await Effect.runPromise(
     queue.work("deliver-webhook", { concurrency: WEBHOOK_CONCURRENCY }, (job) => {
       const context = { job_id: job.id, delivery_id: job.data.delivery_id, attempt: job.data.attempts + 1 };
@@ -165,7 +188,10 @@ export const startWorker = async (
       );
     }),
   ).catch(async (error: unknown) => {
-    await Promise.all([stopProcessing(), Effect.runPromise(deletions.stop)]);
+    await Promise.all([
+      stopProcessing(),
+      Effect.runPromise(Effect.all([deletions.stop, tenantDeletions.stop])),
+    ]);
     throw error;
   });
   const mails = await Effect.runPromise(
@@ -193,7 +219,10 @@ export const startWorker = async (
       );
     }),
   ).catch(async (error: unknown) => {
-    await Promise.all([stopProcessing(), Effect.runPromise(Effect.all([deletions.stop, deliveries.stop]))]);
+    await Promise.all([
+      stopProcessing(),
+      Effect.runPromise(Effect.all([deletions.stop, tenantDeletions.stop, deliveries.stop])),
+    ]);
     throw error;
   });
   const sweep = async () => {
@@ -215,6 +244,7 @@ export const startWorker = async (
       const [released] = await Promise.all([
         Promise.all(processing.map((p) => Effect.runPromise(p.worker.drain(graceMs)))),
         Effect.runPromise(deletions.drain(graceMs)),
+        Effect.runPromise(tenantDeletions.drain(graceMs)),
         Effect.runPromise(deliveries.drain(graceMs)),
         Effect.runPromise(mails.drain(graceMs)),
       ]);

@@ -1,12 +1,22 @@
 import { execFile } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { copyFile, cp, readFile, writeFile } from "node:fs/promises";
-import { join } from "node:path";
+import { copyFile, cp, readdir, readFile, writeFile } from "node:fs/promises";
+import { join, relative, sep } from "node:path";
 import { promisify } from "node:util";
 import { appRoleName, connectPostgres } from "@vod/adapter-postgres";
 import { describe, expect, it } from "vitest";
 import { describeWith, suiteScratch } from "./suites.js";
-import { call, cli, deploymentSecrets, makeVideo, type Reply, settledAsset, uploadAsset } from "./support.js";
+import {
+  call,
+  cli,
+  deploymentSecrets,
+  freePort,
+  makeVideo,
+  type Reply,
+  settledAsset,
+  stop,
+  uploadAsset,
+} from "./support.js";
 
 const run = promisify(execFile);
 
@@ -45,20 +55,34 @@ const tenant = async (url: string) => {
 
 /**
  * Creates assets one after another until stopped, keeping the id of each the host acknowledged
- * (201), in order.
+ * (201), in order; with `parts`, every other asset gets an upload and its one part sent, and
+ * the upload whose part PUT the host acknowledged (200) is kept too.
  */
-const writer = (url: string, key: string) => {
+const writer = (url: string, key: string, options: { readonly parts?: boolean } = {}) => {
   const acknowledged: string[] = [];
+  const uploaded: Array<{ readonly uploadId: string; readonly bytes: number }> = [];
   let stopped = false;
+  const headers = { "x-api-key": key };
   const done = (async () => {
     for (let i = 0; !stopped; i++) {
-      const res = await call(url, "/v1/assets", { body: { title: `w${i}` }, headers: { "x-api-key": key } });
+      const res = await call(url, "/v1/assets", { body: { title: `w${i}` }, headers });
       if (res.status !== 201) throw new Error(`writer: ${res.status} ${JSON.stringify(res.body)}`);
       acknowledged.push(res.body.asset.id);
+      if (!options.parts || i % 2 === 1) continue;
+      const bytes = randomBytes(1_000 + i);
+      const started = await call(url, "/v1/uploads", {
+        body: { asset_id: res.body.asset.id, size_bytes: bytes.length },
+        headers,
+      });
+      if (started.status !== 201) throw new Error(`writer: start ${started.status}`);
+      const put = await fetch(started.body.upload.parts[0].url, { method: "PUT", body: bytes });
+      if (put.status !== 200) throw new Error(`writer: part ${put.status}`);
+      uploaded.push({ uploadId: started.body.upload.id, bytes: bytes.length });
     }
   })();
   return {
     acknowledged,
+    uploaded,
     atLeast: async (n: number) => {
       while (acknowledged.length < n) await new Promise((r) => setTimeout(r, 20));
     },
@@ -90,55 +114,93 @@ const sha256 = async (file: string) =>
     .digest("hex");
 
 interface Manifest {
+  readonly format: string;
   readonly engine: string;
-  readonly dump: { readonly sha256: string; readonly bytes: number };
+  readonly database: { readonly file: string; readonly sha256: string; readonly bytes: number };
   readonly tables: Record<string, number>;
+  readonly objects: { readonly count: number; readonly bytes: number; readonly sha256: string } | null;
 }
+
+/** Every file under `dir`, as `/`-separated paths relative to it, sorted. */
+const filesUnder = async (dir: string) =>
+  (await readdir(dir, { recursive: true, withFileTypes: true }))
+    .filter((entry) => entry.isFile())
+    .map((entry) => relative(dir, join(entry.parentPath, entry.name)).split(sep).join("/"))
+    .sort();
 
 describe("vod backup / vod restore of the embedded default", () => {
   const scratch = suiteScratch("vod-backup-");
 
-  it("a backup taken while a writer creates assets restores into an empty data dir: every acknowledged asset, the key, sign-in, and a ready asset that plays", async () => {
+  it("a backup taken while a writer creates assets and uploads parts restores into an empty data dir: every acknowledged asset, part, key and session, sign-in, and a ready asset that plays; the manifest's counts and checksums hold", async () => {
     const source = await scratch.dir();
-    const host = await scratch.serve({ VOD_DATA_DIR: source });
+    // The restored host serves on the same port: tokens name the host's URL as issuer and audience.
+    const port = await freePort();
+    const host = await scratch.serve({ VOD_DATA_DIR: source }, port);
     const owner = await tenant(host.url);
     const auth = { "x-api-key": owner.key };
     await makeVideo(join(source, "src.mp4"), { width: 320, height: 240, seconds: 2 });
     const played = (await uploadAsset(host.url, auth, await readFile(join(source, "src.mp4")), "played"))
       .assetId;
     expect((await settledAsset(host.url, auth, played)).status).toBe("ready");
+    const session = await call(host.url, "/v1/playback/sessions", {
+      body: { asset_id: played },
+      headers: auth,
+    });
+    expect(session.status).toBe(201);
 
-    const writing = writer(host.url, owner.key);
-    await writing.atLeast(5);
+    const writing = writer(host.url, owner.key, { parts: true });
+    await writing.atLeast(6);
     const before = [...writing.acknowledged];
-    const file = join(await scratch.dir(), "embedded.tar.gz");
-    const backup = await vod(["backup", file], { VOD_DATA_DIR: source });
+    const partsBefore = [...writing.uploaded];
+    const dir = join(await scratch.dir(), "embedded-backup");
+    const backup = await vod(["backup", dir], { VOD_DATA_DIR: source });
     await writing.stop();
     expect(backup.code).toBe(0);
-    expect(backup.output).toContain(`vod backup: wrote ${file} (pglite,`);
-    expect(backup.output).toContain(`vod backup: NOT in the backup: objects under ${source}/objects`);
+    expect(backup.output).toContain(`vod backup: wrote ${dir}: the database (pglite,`);
+    expect(backup.output).not.toContain("NOT in the backup: objects");
 
-    const manifest = JSON.parse(await readFile(`${file}.manifest.json`, "utf8")) as Manifest;
+    const manifest = JSON.parse(await readFile(join(dir, "manifest.json"), "utf8")) as Manifest;
+    expect(manifest.format).toBe("vod-backup/2");
     expect(manifest.engine).toBe("pglite");
-    expect(manifest.dump.sha256).toBe(await sha256(file));
+    expect(manifest.database.sha256).toBe(await sha256(join(dir, manifest.database.file)));
+    expect(manifest.database.bytes).toBe((await readFile(join(dir, manifest.database.file))).length);
     // Some of the writes made while it ran may be in it too, none after it ended.
     expect(manifest.tables["public.assets"]).toBeGreaterThanOrEqual(before.length + 1);
     expect(manifest.tables["public.assets"]).toBeLessThanOrEqual(writing.acknowledged.length + 1);
     expect(manifest.tables["public.api_keys"]).toBe(1);
+    // The objects' list: one line per file copied, each file's sha256 as it is in the backup.
+    const list = await readFile(join(dir, "objects.sha256"), "utf8");
+    expect(createHash("sha256").update(list).digest("hex")).toBe(manifest.objects?.sha256);
+    const lines = list.trimEnd().split("\n");
+    expect(lines.length).toBe(manifest.objects?.count);
+    expect(await filesUnder(join(dir, "objects"))).toEqual(
+      lines.map((l) => l.slice(66 + "objects/".length)).sort(),
+    );
+    let bytes = 0;
+    for (const line of lines) {
+      const [hash, path] = line.split("  ");
+      const file = join(dir, path ?? "");
+      expect(await sha256(file)).toBe(hash);
+      bytes += (await readFile(file)).length;
+    }
+    expect(bytes).toBe(manifest.objects?.bytes);
+    expect(lines.some((l) => l.endsWith(`/${played}/master.m3u8`))).toBe(true);
 
     const target = await scratch.dir();
-    const restored = await vod(["restore", file], { VOD_DATA_DIR: target });
+    const restored = await vod(["restore", dir], { VOD_DATA_DIR: target });
     expect(restored.code).toBe(0);
-    expect(restored.output).toContain("as the manifest says");
-    const again = await vod(["restore", file], { VOD_DATA_DIR: target });
+    expect(restored.output).toContain(
+      `${manifest.objects?.count} object files into ${target}/objects, as the manifest says`,
+    );
+    const again = await vod(["restore", dir], { VOD_DATA_DIR: target });
     expect(again.code).toBe(1);
-    expect(again.output).toContain(`${target}/pglite holds a database already`);
+    expect(again.output).toContain(`${target}/objects holds objects already`);
 
-    // What the backup says it leaves out, carried over as the docs say: objects and secrets.
-    await cp(join(source, "objects"), join(target, "objects"), { recursive: true });
+    // The keys and secrets the backup leaves out, carried over as the docs say.
     for (const secret of ["signing-keys.json", "drm-master-key", "cursor-secret", "upload-url-secret"])
       await copyFile(join(source, secret), join(target, secret));
-    const restoredHost = await scratch.serve({ VOD_DATA_DIR: target });
+    expect(await stop(host)).toBe(0);
+    const restoredHost = await scratch.serve({ VOD_DATA_DIR: target }, port);
     const login = await call(restoredHost.url, "/v1/auth/login", { body: { email: owner.email, password } });
     expect(login.status).toBe(200);
     // The session of the signup, from before the backup, goes on.
@@ -149,12 +211,15 @@ describe("vod backup / vod restore of the embedded default", () => {
     const ids = await allAssetIds(restoredHost.url, owner.key);
     expect(ids).toEqual(expect.arrayContaining([...before, played]));
     expect(ids.length).toBe(manifest.tables["public.assets"]);
+    // Every part acknowledged before the backup is there, with its size.
+    expect(partsBefore.length).toBeGreaterThanOrEqual(3);
+    for (const { uploadId, bytes: size } of partsBefore) {
+      const resumed = await call(restoredHost.url, `/v1/uploads/${uploadId}`, { headers: auth });
+      expect(resumed.status).toBe(200);
+      expect(resumed.body.upload.uploaded_parts).toEqual([expect.objectContaining({ number: 1, size })]);
+    }
 
-    const session = await call(restoredHost.url, "/v1/playback/sessions", {
-      body: { asset_id: played },
-      headers: auth,
-    });
-    expect(session.status).toBe(201);
+    // The playback session minted before the backup plays from the restored data dir.
     const { stdout } = await run("ffprobe", [
       "-v",
       "error",
@@ -167,19 +232,28 @@ describe("vod backup / vod restore of the embedded default", () => {
     expect(streams.some((s) => s.codec_type === "video" && s.height === 240)).toBe(true);
 
     // Replacing a served data directory is refused, naming the host.
-    const forced = await vod(["restore", "--force", file], { VOD_DATA_DIR: target });
+    const forced = await vod(["restore", "--force", dir], { VOD_DATA_DIR: target });
     expect(forced.code).toBe(1);
     expect(forced.output).toContain(`is in use by process ${restoredHost.child.pid}`);
 
-    // A damaged backup is not restored.
-    const damaged = join(await scratch.dir(), "damaged.tar.gz");
-    const bytes = await readFile(file);
-    bytes[bytes.length >> 1] = (bytes[bytes.length >> 1] ?? 0) ^ 0xff;
-    await writeFile(damaged, bytes);
-    await copyFile(`${file}.manifest.json`, `${damaged}.manifest.json`);
-    const refused = await vod(["restore", damaged], { VOD_DATA_DIR: await scratch.dir() });
-    expect(refused.code).toBe(1);
-    expect(refused.output).toContain("does not match its manifest");
+    // A damaged backup restores nothing: a changed object, or a changed database file.
+    const damaged = join(await scratch.dir(), "damaged");
+    await cp(dir, damaged, { recursive: true });
+    const [, firstPath] = (lines[0] ?? "").split("  ");
+    const objectBytes = await readFile(join(damaged, firstPath ?? ""));
+    objectBytes[0] = (objectBytes[0] ?? 0) ^ 0xff;
+    await writeFile(join(damaged, firstPath ?? ""), objectBytes);
+    const empty = await scratch.dir();
+    const refusedObject = await vod(["restore", damaged], { VOD_DATA_DIR: empty });
+    expect(refusedObject.code).toBe(1);
+    expect(refusedObject.output).toContain(`${firstPath} does not match objects.sha256`);
+    expect(await readdir(empty)).toEqual([]);
+    const database = await readFile(join(damaged, manifest.database.file));
+    database[database.length >> 1] = (database[database.length >> 1] ?? 0) ^ 0xff;
+    await writeFile(join(damaged, manifest.database.file), database);
+    const refusedDatabase = await vod(["restore", damaged], { VOD_DATA_DIR: empty });
+    expect(refusedDatabase.code).toBe(1);
+    expect(refusedDatabase.output).toContain("does not match the manifest");
   }, 300_000);
 });
 
@@ -196,13 +270,13 @@ describeWith(["database"], "vod backup / vod restore of a Postgres server", ({ d
     const writing = writer(host.url, owner.key);
     await writing.atLeast(5);
     const before = [...writing.acknowledged];
-    const file = join(await scratch.dir(), "server.dump");
+    const file = join(await scratch.dir(), "server-backup");
     const backup = await vod(["backup", file], { ...sourceEnv, VOD_DATA_DIR: await scratch.dir() });
     await writing.stop();
     expect(backup.code).toBe(0);
-    expect(backup.output).toContain(`vod backup: wrote ${file} (postgres,`);
-    const manifest = JSON.parse(await readFile(`${file}.manifest.json`, "utf8")) as Manifest;
-    expect(manifest.dump.sha256).toBe(await sha256(file));
+    expect(backup.output).toContain(`vod backup: wrote ${file}: the database (postgres,`);
+    const manifest = JSON.parse(await readFile(join(file, "manifest.json"), "utf8")) as Manifest;
+    expect(manifest.database.sha256).toBe(await sha256(join(file, "database.dump")));
     expect(manifest.tables[`${schema}.assets`]).toBeGreaterThanOrEqual(before.length);
     expect(manifest.tables[`${schema}.assets`]).toBeLessThanOrEqual(writing.acknowledged.length);
     expect(Object.keys(manifest.tables)).toContain(`${schema}_jobs.job`);

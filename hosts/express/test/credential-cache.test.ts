@@ -9,7 +9,7 @@ import { temporarySchemas } from "@vod/adapter-postgres/testing";
 import { redisBackdoor } from "@vod/adapter-redis/testing";
 import { fakeMediaProcessor } from "@vod/contract-tests";
 import { CREDENTIAL_CACHE_MS, type Revocation, TenantId } from "@vod/core";
-import { Effect } from "effect";
+import { Effect, Option } from "effect";
 import { afterAll, describe, expect, it } from "vitest";
 import { loadConfig, type RunningHost, startHost } from "../src/index.js";
 import { describeWith } from "./suites.js";
@@ -401,6 +401,54 @@ describeWith(
       // An unknown tenant is an error of the operator's, said on stderr with a non-zero exit.
       await expect(
         promisify(execFile)(process.execPath, [cli, "tenant", "suspend", "tenant_unknown"], {
+          env: { ...process.env, ...env },
+        }),
+      ).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining("tenant not found") });
+    }, 90_000);
+
+    it("a tenant deleted with `vod tenant delete`: 401 at once on every node told, after the cache's life on one that was not; a's worker then removes its rows", async () => {
+      const nodes = await cluster({ worker: true });
+      const { a, b, c, env } = nodes;
+      await subscribed(a.host, b.host);
+      const account = await openAccount(a.host.url);
+      for (const { host } of [a, b, c]) {
+        expect(await status(host.url, account.key)).toBe(200);
+        expect(await status(host.url, account.bearer)).toBe(200);
+      }
+      const toldA = heard(a.host, (r) => r.kind === "tenant" && r.id === account.tenantId);
+      const toldB = heard(b.host, (r) => r.kind === "tenant" && r.id === account.tenantId);
+      const deleted = await promisify(execFile)(
+        process.execPath,
+        [cli, "tenant", "delete", account.tenantId],
+        {
+          env: { ...process.env, ...env },
+        },
+      );
+      expect(deleted.stdout).toContain(`${account.tenantId} is deleted`);
+      await Promise.all([toldA, toldB]);
+      for (const { host } of [a, b]) {
+        const refused = await call(host.url, "/v1/assets", { headers: account.key });
+        expect(refused.status).toBe(401);
+        expect(refused.body.code).toBe("unauthorized");
+        expect(await status(host.url, account.bearer)).toBe(401);
+      }
+      expect(await status(c.host.url, account.key)).toBe(200);
+      c.clock.advance(CREDENTIAL_CACHE_MS);
+      expect(await status(c.host.url, account.key)).toBe(401);
+      expect(await status(c.host.url, account.bearer)).toBe(401);
+      // The job, enqueued by the command, runs on a's worker: the tenant's row goes last.
+      const storage = a.host.vod.ports.storage;
+      for (let i = 0; i < 600; i++) {
+        if (Option.isNone(await Effect.runPromise(storage.tenants.get(TenantId(account.tenantId))))) break;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(Option.isNone(await Effect.runPromise(storage.tenants.get(TenantId(account.tenantId))))).toBe(
+        true,
+      );
+      expect(await status(b.host.url, account.key)).toBe(401);
+      // A second delete of a tenant that is gone is an error of the operator's.
+      await expect(
+        promisify(execFile)(process.execPath, [cli, "tenant", "delete", account.tenantId], {
           env: { ...process.env, ...env },
         }),
       ).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining("tenant not found") });

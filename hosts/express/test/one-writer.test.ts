@@ -20,14 +20,15 @@ const vod = async (args: ReadonlyArray<string>, env: Record<string, string>) => 
 describe("one process per data directory on the embedded default", () => {
   const scratch = suiteScratch("vod-one-writer-");
 
-  it("vod tenant suspend beside vod serve: the host refuses the tenant at its next request, and after a restart", async () => {
+  it("vod tenant suspend and delete beside vod serve: the host refuses the tenant at its next request, and after a restart; the host's worker removes a deleted tenant", async () => {
     const dataDir = await scratch.dir();
     const env = { VOD_DATA_DIR: dataDir };
     // The same port across the restart: the tokens' issuer is derived from it.
     const port = await freePort();
     const host = await scratch.serve(env, port);
+    const email = `writer-${Date.now()}@example.com`;
     const signup = await call(host.url, "/v1/auth/signup", {
-      body: { email: `writer-${Date.now()}@example.com`, password: "correct horse battery" },
+      body: { email, password: "correct horse battery" },
     });
     expect(signup.status).toBe(201);
     const tenantId: string = signup.body.tenant.id;
@@ -60,6 +61,23 @@ describe("one process per data directory on the embedded default", () => {
     const listed = await call(restarted.url, "/v1/assets", { headers: auth });
     expect(listed.status).toBe(200);
     expect(listed.body.data.map((a: { title: string }) => a.title)).toEqual(["before"]);
+
+    const deleted = await vod(["tenant", "delete", tenantId], env);
+    expect(deleted.code).toBe(0);
+    expect(deleted.output).toContain(`vod tenant delete: ${tenantId} is deleted\n`);
+    const gone = await call(restarted.url, "/v1/assets", { headers: auth });
+    expect(gone.status).toBe(401);
+    // The host's own worker runs the job the command enqueued: once the rows are gone, the email
+    // signs up again (409 while its user row is there).
+    let again: Awaited<ReturnType<typeof call>> | undefined;
+    for (let i = 0; i < 15 && again?.status !== 201; i++) {
+      await new Promise((r) => setTimeout(r, 500));
+      again = await call(restarted.url, "/v1/auth/signup", {
+        body: { email, password: "correct horse battery" },
+      });
+    }
+    expect(again?.status).toBe(201);
+    expect(again?.body.tenant.id).not.toBe(tenantId);
     expect(exited(restarted)).toBe(false);
   }, 180_000);
 

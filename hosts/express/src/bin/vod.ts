@@ -2,6 +2,8 @@
 import { realpathSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
+import type { NotFound, StorageError } from "@vod/core";
+import type { Effect as Fx } from "effect";
 import type { HostConfig } from "../config.js";
 import type { Logger } from "../logger.js";
 import { EXIT, startFailure } from "../start-failure.js";
@@ -85,12 +87,17 @@ commands:
             within 60 s without it
   tenant activate <tenant_id>
             let the tenant's credentials work again
-  backup <file>
-            write a consistent copy of the database, taken while hosts serve, to <file> and a
-            manifest of it to <file>.manifest.json; objects in the store are not in it
-  restore <file> [--force]
-            restore a backup into an empty database (VOD_DATA_DIR, or VOD_DATABASE_URL's);
-            --force replaces what is there (the embedded database is moved aside)
+  tenant delete <tenant_id>
+            delete the tenant: every credential of it refused (401) on every node, as suspend
+            reaches them; its slug never given again; its rows and objects removed by a job of
+            the running hosts or workers (\`vod serve\`, \`vod worker\`)
+  backup <dir>
+            write a consistent copy of the database, taken while hosts serve, into the new
+            directory <dir>, with the filesystem store's objects and a manifest of counts and
+            checksums (on GCS the bucket's versioning and soft delete keep the objects)
+  restore <dir> [--force]
+            restore a backup into an empty database (VOD_DATA_DIR, or VOD_DATABASE_URL's) and an
+            empty objects directory; --force replaces what is there (moved aside, not deleted)
 
 client commands (on VOD_API_URL with VOD_API_KEY):
   upload FILE [--title T] [--drm] [--parallel N] [--wait]
@@ -105,10 +112,14 @@ On the embedded default, a data directory is opened by one process: tenant, migr
 go through a running \`vod serve\` of the same VOD_DATA_DIR; serve and restore refuse, naming it.
 `;
 
-/** `vod tenant suspend|activate <id>`: through the core, so every node's credential cache is told. */
+/** `vod tenant suspend|activate|delete <id>`: through the core, so every node's credential cache is told. */
 const tenantCommand = async (args: ReadonlyArray<string>) => {
   const [action, tenantId] = args;
-  if ((action !== "suspend" && action !== "activate") || !tenantId || args.length !== 2) {
+  if (
+    (action !== "suspend" && action !== "activate" && action !== "delete") ||
+    !tenantId ||
+    args.length !== 2
+  ) {
     process.stderr.write(usage);
     process.exitCode = 2;
     return;
@@ -125,9 +136,13 @@ const tenantCommand = async (args: ReadonlyArray<string>) => {
     { runsJobs: false, reach: true },
   );
   try {
-    const exit = await Effect.runPromiseExit(
-      composed.vod.tenants.setStatus(TenantId(tenantId), action === "suspend" ? "suspended" : "active"),
-    );
+    const { tenants } = composed.vod;
+    const id = TenantId(tenantId);
+    const change: Fx.Effect<{ readonly status: string }, NotFound | StorageError> =
+      action === "delete"
+        ? tenants.remove(id)
+        : tenants.setStatus(id, action === "suspend" ? "suspended" : "active");
+    const exit = await Effect.runPromiseExit(change);
     if (Exit.isFailure(exit)) {
       const failure = Cause.failureOption(exit.cause);
       process.stderr.write(
@@ -137,6 +152,10 @@ const tenantCommand = async (args: ReadonlyArray<string>) => {
       return;
     }
     console.log(`vod tenant ${action}: ${tenantId} is ${exit.value.status}`);
+    if (action === "delete")
+      console.log(
+        `vod tenant delete: its rows and objects are removed by the "delete-tenant" job, run by \`vod serve\` or \`vod worker\``,
+      );
   } finally {
     await composed.close();
   }
@@ -266,14 +285,14 @@ const serve = async () => {
 };
 
 const backupCommand = async (args: ReadonlyArray<string>) => {
-  const [file] = args;
-  if (!file || args.length !== 1) {
+  const [dir] = args;
+  if (!dir || args.length !== 1) {
     process.stderr.write(usage);
     process.exitCode = 2;
     return;
   }
   const { backup } = await hostModules();
-  await backup(await configured(), file, (line) => console.log(line));
+  await backup(await configured(), dir, (line) => console.log(line));
 };
 
 const restoreCommand = async (args: ReadonlyArray<string>) => {
