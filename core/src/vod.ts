@@ -2,6 +2,7 @@ import { defaultConfig, type VodConfig } from "./config.js";
 import type { VodPorts } from "./tokens.js";
 import { makeAccountMail } from "./use-cases/account-mail.js";
 import { makeAccounts } from "./use-cases/accounts.js";
+import { makeAnalytics } from "./use-cases/analytics.js";
 import { makeApiKeys } from "./use-cases/api-keys.js";
 import { makeAssets } from "./use-cases/assets.js";
 import { makeCredentials } from "./use-cases/authenticate.js";
@@ -37,6 +38,8 @@ export interface Vod {
   readonly processing: ReturnType<typeof makeProcessing>;
   readonly playback: ReturnType<typeof makePlayback>;
   readonly webhooks: ReturnType<typeof makeWebhooks>;
+  /** Playback analytics over the views kept from telemetry. */
+  readonly analytics: ReturnType<typeof makeAnalytics>;
 }
 
 export const resolveConfig = (ports: VodPorts, input: VodConfigInput = {}): VodConfig => {
@@ -74,5 +77,6 @@ export const createVod = (ports: VodPorts, configInput?: VodConfigInput): Vod =>
     processing: makeProcessing(ports, config),
     playback,
     webhooks: makeWebhooks(ports, config),
+    analytics: makeAnalytics(ports, config),
   };
 };

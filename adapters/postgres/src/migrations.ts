@@ -1,3 +1,4 @@
+import { playbackViewsSql } from "./analytics.js";
 import {
   emailTokensSql,
   idempotencyKeysSql,
@@ -278,6 +279,7 @@ CREATE TABLE asset_chunks (
 ${tenantOwnedTablesSql(["asset_chunks"])}
 `,
   },
+  { version: 13, name: "playback views for analytics, raw event retention", sql: playbackViewsSql },
 ];
 
 /**

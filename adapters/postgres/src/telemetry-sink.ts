@@ -1,7 +1,24 @@
-import { StorageError, type TelemetryEvent, type TelemetrySink } from "@vod/core";
+import {
+  foldViews,
+  type PlaybackView,
+  StorageError,
+  type TelemetryEvent,
+  type TelemetrySink,
+  viewKey,
+} from "@vod/core";
 import { Effect } from "effect";
+import {
+  CLAIM_VIEWS,
+  deleteEventsBefore,
+  isClaimOnly,
+  LOCK_VIEWS,
+  STORE_VIEWS,
+  startupPercentiles,
+  viewArrays,
+  viewTotals,
+} from "./analytics.js";
 import type { SqlDatabase } from "./sql.js";
-import { standaloneScoped, telemetryScope } from "./tenancy.js";
+import { type ScopedSql, standaloneScoped, telemetryScope, transactionScoped } from "./tenancy.js";
 
 export interface PostgresTelemetrySinkOptions {
   /**
@@ -9,6 +26,12 @@ export interface PostgresTelemetrySinkOptions {
    * more events than this is still stored whole, in a statement of its own.
    */
   readonly maxBatchEvents?: number;
+  /**
+   * Whether events are folded into playback views as they are stored (default true). False
+   * stores raw events only, and analytics answer no views: for a deployment whose analytics are
+   * made elsewhere from the same events (docs/analytics.md, the scale plan).
+   */
+  readonly views?: boolean;
 }
 
 interface Pending {
@@ -73,9 +96,33 @@ const isDataError = (error: unknown) => {
   return typeof code === "string" && (code.startsWith("22") || code.startsWith("23"));
 };
 
+/** The events and the views they change, in the caller's transaction. */
+const storeWithViews = async (tx: ScopedSql, batch: ReadonlyArray<Pending>) => {
+  await tx.query(telemetryScope, INSERT, columnArrays(batch));
+  const events = batch.flatMap((p) => p.events);
+  const firsts = new Map<string, TelemetryEvent>();
+  for (const e of events) {
+    const key = viewKey(e.tenant_id, e.session_id);
+    if (!firsts.has(key)) firsts.set(key, e);
+  }
+  const started = [...firsts.values()];
+  const sessions = [started.map((e) => e.tenant_id), started.map((e) => e.session_id)];
+  await tx.query(telemetryScope, CLAIM_VIEWS, [
+    ...sessions,
+    started.map((e) => e.asset_id),
+    started.map((e) => e.received_at),
+  ]);
+  const { rows } = await tx.query<PlaybackView>(telemetryScope, LOCK_VIEWS, sessions);
+  const current = new Map<string, PlaybackView>();
+  for (const row of rows) if (!isClaimOnly(row)) current.set(viewKey(row.tenant_id, row.session_id), row);
+  const changed = [...foldViews(current, events).values()];
+  await tx.query(telemetryScope, STORE_VIEWS, viewArrays(changed));
+};
+
 /**
- * Telemetry into telemetry_events, with group commit: calls queue up, and one flush at a time
- * stores everything queued so far in one statement, then settles each call; calls made while a
+ * Telemetry into telemetry_events and playback_views, with group commit: calls queue up, and one
+ * flush at a time stores everything queued so far in one transaction (the events in one statement,
+ * the views they change in three more, whatever the number of calls), then settles each call; calls made while a
  * flush runs wait for the next. Under load the batches grow and the statements stay few.
  */
 export const postgresTelemetrySink = (
@@ -83,6 +130,7 @@ export const postgresTelemetrySink = (
   options: PostgresTelemetrySinkOptions = {},
 ): TelemetrySink => {
   const maxBatchEvents = options.maxBatchEvents ?? 5_000;
+  const keepViews = options.views ?? true;
   const queue: Pending[] = [];
   let flushing = false;
   // Insert-only, across tenants: the one thing telemetry's scope may do (row-level-security.ts).
@@ -90,7 +138,8 @@ export const postgresTelemetrySink = (
 
   const store = async (batch: ReadonlyArray<Pending>): Promise<void> => {
     try {
-      await sql.query(telemetryScope, INSERT, columnArrays(batch));
+      if (keepViews) await db.transaction((tx) => storeWithViews(transactionScoped(tx), batch));
+      else await sql.query(telemetryScope, INSERT, columnArrays(batch));
       for (const p of batch) p.settle();
     } catch (error) {
       if (batch.length > 1 && isDataError(error)) {
@@ -120,7 +169,15 @@ export const postgresTelemetrySink = (
     flushing = false;
   };
 
+  const read = <A>(run: () => Promise<A>, message: string) =>
+    Effect.tryPromise({ try: run, catch: (cause) => new StorageError({ message, cause }) });
+
   return {
+    viewTotals: (query) => read(() => viewTotals(sql, query), "could not read playback views"),
+    startupPercentiles: (query) =>
+      read(() => startupPercentiles(sql, query), "could not read playback views"),
+    deleteEventsReceivedBefore: (cutoff) =>
+      read(() => deleteEventsBefore(sql, cutoff), "could not delete telemetry events"),
     write: (events) =>
       events.length === 0
         ? Effect.void

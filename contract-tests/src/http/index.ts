@@ -1,5 +1,6 @@
 import { describe } from "vitest";
 import { describeAccounts } from "./accounts.js";
+import { describeAnalytics } from "./analytics.js";
 import { describeApiKeys } from "./api-keys.js";
 import { describeAssetLifecycle } from "./asset-lifecycle.js";
 import { describeAssets } from "./assets.js";
@@ -39,5 +40,6 @@ export const describeHttpApi = (name: string, makeSubject: MakeHttpSubject): voi
     describePlayback(makeSubject);
     describePlaybackImages(makeSubject);
     describeWebhooks(makeSubject);
+    describeAnalytics(makeSubject);
   });
 };

@@ -198,6 +198,8 @@ export const composeVod = async (
       minChunks: config.media.minChunks,
     },
     webhooks: { retryBaseMs: config.webhooks.retryBaseSeconds * 1000 },
+    telemetryRetentionMs:
+      config.telemetryRetentionDays === 0 ? null : config.telemetryRetentionDays * 86_400_000,
     images: { concurrency: config.media.imageConcurrency, maxWaiting: config.media.imageMaxWaiting },
   };
 

@@ -245,6 +245,11 @@ const Env = Schema.Struct({
   VOD_DRM_FAIRPLAY_LICENSE_URL: opt(Url),
   VOD_DRM_FAIRPLAY_CERTIFICATE_URL: opt(Url),
   VOD_RATE_LIMIT_TELEMETRY_PER_MINUTE: Schema.optionalWith(PositiveInt, { default: () => 120 }),
+  // 0 keeps raw events for ever; analytics read the views folded from them, which always stay.
+  VOD_TELEMETRY_RETENTION_DAYS: Schema.optionalWith(
+    Schema.NumberFromString.pipe(Schema.int(), Schema.between(0, 36_500)),
+    { default: () => 30 },
+  ),
   VOD_SIGNING_KEYS: opt(Schema.String.pipe(Schema.minLength(1))),
   VOD_CURSOR_SECRET: opt(
     Schema.String.pipe(Schema.minLength(32, { message: () => "must be at least 32 characters" })),
@@ -343,6 +348,8 @@ export interface HostConfig {
     readonly maxRunSeconds: number;
     readonly maintenanceSeconds: number;
   };
+  /** Days raw telemetry events are kept (0: for ever); the worker's sweep deletes older ones. */
+  readonly telemetryRetentionDays: number;
   readonly webhooks: {
     /** Allow http and private or loopback addresses as webhook URLs (tests, private networks). */
     readonly allowPrivate: boolean;
@@ -478,6 +485,7 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
       maxRunSeconds: e.VOD_JOB_MAX_RUN_SECONDS,
       maintenanceSeconds: e.VOD_JOB_MAINTENANCE_SECONDS,
     },
+    telemetryRetentionDays: e.VOD_TELEMETRY_RETENTION_DAYS,
     webhooks: {
       allowPrivate: e.VOD_WEBHOOKS_ALLOW_PRIVATE,
       retryBaseSeconds: e.VOD_WEBHOOK_RETRY_BASE_SECONDS,
