@@ -1,5 +1,5 @@
 import {
-  type PlaybackView,
+  MAX_EVENT_GAP_MS,
   STARTUP_PERCENTILES,
   type ViewPercentiles,
   type ViewQuery,
@@ -8,8 +8,11 @@ import {
 import { APP_ROLE_SQL, type Scope, type ScopedSql, tenantScope } from "./tenancy.js";
 
 /**
- * Migration 13: playback views, one row per tenant and playback session, folded from telemetry in
- * the transaction that stores the events (`foldViewEvent`). Analytics read these rows only; the
+ * Migration 13: playback views, one row per tenant and playback session, folded from telemetry by
+ * the statement that stores the events. fold_view is the core's `foldViewEvent` in PL/pgSQL, so
+ * that events and views go in one statement (one round trip, as raw events alone took) rather
+ * than a transaction that reads the views, folds them here and writes them back; the contract
+ * tests hold both folds to the same values. Analytics read these rows only; the
  * index holds every column a query sums, so a query over a range reads the index alone.
  * Telemetry's scope may read, insert and update views of any tenant, as it inserts their events;
  * the retention sweep may read and delete events received before its cutoff, nothing else. The
@@ -35,6 +38,55 @@ CREATE TABLE playback_views (
   stalls integer NOT NULL,
   PRIMARY KEY (tenant_id, session_id)
 );
+CREATE TYPE view_event AS (event text, ts_ms double precision, received_at bigint, player_version text, rendition text, startup_ms double precision);
+CREATE FUNCTION fold_view(v playback_views, t text, s text, a text, events view_event[]) RETURNS playback_views
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+  e view_event;
+  gap double precision;
+  elapsed double precision;
+BEGIN
+  FOREACH e IN ARRAY events LOOP
+    IF v.session_id IS NULL THEN
+      v := ROW(t, s, a, e.player_version, e.rendition, e.received_at, e.ts_ms, NULL, 'idle', false, false, false, NULL, 0, 0, 0)::playback_views;
+    END IF;
+    gap := e.ts_ms - v.last_ts_ms;
+    elapsed := CASE WHEN gap > 0 AND gap <= ${MAX_EVENT_GAP_MS} THEN gap ELSE 0 END;
+    v.player_version := coalesce(v.player_version, e.player_version);
+    v.rendition := coalesce(v.rendition, e.rendition);
+    v.first_received_at := least(v.first_received_at, e.received_at);
+    v.last_ts_ms := greatest(v.last_ts_ms, e.ts_ms);
+    IF v.state = 'playing' THEN v.playing_ms := v.playing_ms + elapsed; END IF;
+    IF v.state = 'stalled' THEN v.stall_ms := v.stall_ms + elapsed; END IF;
+    CASE e.event
+      WHEN 'play' THEN
+        v.played := true;
+        v.play_ts_ms := coalesce(v.play_ts_ms, e.ts_ms);
+        IF v.started AND v.state NOT IN ('stalled', 'playing') THEN v.state := 'playing'; v.failed := false; END IF;
+      WHEN 'first_frame' THEN
+        IF NOT v.started THEN
+          v.started := true;
+          v.startup_ms := coalesce(e.startup_ms,
+            CASE WHEN v.play_ts_ms IS NULL THEN NULL ELSE greatest(0, e.ts_ms - v.play_ts_ms) END);
+        END IF;
+        v.state := 'playing';
+        v.failed := false;
+      WHEN 'pause' THEN
+        IF v.state = 'playing' THEN v.state := 'paused'; END IF;
+      WHEN 'stall_start' THEN
+        IF v.started AND v.state <> 'stalled' THEN v.state := 'stalled'; v.stalls := v.stalls + 1; END IF;
+      WHEN 'stall_end' THEN
+        IF v.state = 'stalled' THEN v.state := 'playing'; v.failed := false; END IF;
+      WHEN 'error' THEN
+        v.state := 'errored';
+        v.failed := true;
+      WHEN 'ended' THEN
+        v.state := 'ended';
+      ELSE NULL;
+    END CASE;
+  END LOOP;
+  RETURN v;
+END $$;
 CREATE INDEX playback_views_time_idx ON playback_views (tenant_id, first_received_at)
   INCLUDE (asset_id, rendition, player_version, played, started, failed, startup_ms, playing_ms, stall_ms, stalls);
 CREATE INDEX playback_views_asset_idx ON playback_views (tenant_id, asset_id, first_received_at);
@@ -59,56 +111,56 @@ BEGIN
 END $$;
 `;
 
-/** The columns of playback_views, named as the view's fields, with the type of each array. */
-const VIEW_COLUMNS = [
-  ["tenant_id", "text"],
-  ["session_id", "text"],
-  ["asset_id", "text"],
-  ["player_version", "text"],
-  ["rendition", "text"],
-  ["first_received_at", "int8"],
-  ["last_ts_ms", "float8"],
-  ["play_ts_ms", "float8"],
-  ["state", "text"],
-  ["played", "bool"],
-  ["started", "bool"],
-  ["failed", "bool"],
-  ["startup_ms", "float8"],
-  ["playing_ms", "float8"],
-  ["stall_ms", "float8"],
-  ["stalls", "int4"],
-] as const satisfies ReadonlyArray<readonly [keyof PlaybackView, string]>;
+/** The view fields of fold_view's events (view_event), each named as the telemetry event's. */
+const FOLDED = ["event", "ts_ms", "received_at", "player_version", "rendition", "startup_ms"] as const;
 
-const VIEW_NAMES = VIEW_COLUMNS.map(([name]) => name).join(", ");
-
-/** The views of the sessions given (tenant and session id arrays), locked until the transaction ends. */
-export const LOCK_VIEWS = `SELECT ${VIEW_NAMES} FROM playback_views
-WHERE (tenant_id, session_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))
-ORDER BY tenant_id, session_id FOR UPDATE`;
+const VIEW_FIELDS = [
+  "player_version",
+  "rendition",
+  "first_received_at",
+  "last_ts_ms",
+  "play_ts_ms",
+  "state",
+  "played",
+  "started",
+  "failed",
+  "startup_ms",
+  "playing_ms",
+  "stall_ms",
+  "stalls",
+] as const;
 
 /**
- * Rows of new views first, so that two nodes folding the first events of one view take turns on
- * its row lock instead of both inserting it; the fold then reads every row under its lock.
+ * The events of a batch, given as one array per column of `columns` (`$1`...), stored in order and
+ * folded into their views: a new view is folded from nothing, an existing one from its row, under
+ * the row lock ON CONFLICT takes (views in key order, so that concurrent statements do not
+ * deadlock). A view the statement already sees is inserted as a stand-in folded from one event
+ * only: views are never deleted, so it conflicts, and each event is folded once. A view inserted
+ * by another statement meanwhile conflicts too, and is folded from its row.
  */
-export const CLAIM_VIEWS = `INSERT INTO playback_views (${VIEW_NAMES})
-SELECT t.tenant_id, t.session_id, t.asset_id, NULL, NULL, t.first_received_at, 0, NULL, 'new', false, false, false, NULL, 0, 0, 0
-FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[]) AS t (tenant_id, session_id, asset_id, first_received_at)
-ORDER BY 1, 2
-ON CONFLICT (tenant_id, session_id) DO NOTHING`;
-
-/** A claimed row no event has been folded into yet: the fold starts the view afresh. */
-export const isClaimOnly = (row: PlaybackView) => (row.state as string) === "new";
-
-export const STORE_VIEWS = `UPDATE playback_views v SET ${VIEW_COLUMNS.filter(
-  ([n]) => n !== "tenant_id" && n !== "session_id",
+export const insertWithViews = (columns: ReadonlyArray<readonly [string, string]>) => {
+  const names = columns.map(([name]) => name).join(", ");
+  return `WITH ev AS (
+  SELECT * FROM unnest(${columns.map(([, type], i) => `$${i + 1}::${type}[]`).join(", ")}) WITH ORDINALITY AS t (${names}, ord)
+), stored AS (
+  INSERT INTO telemetry_events (${names})
+  SELECT ${columns.map(([name]) => (name === "extra" ? "extra::jsonb" : name)).join(", ")} FROM ev
+), batch AS (
+  SELECT tenant_id, session_id, (array_agg(asset_id ORDER BY ord))[1] AS asset_id,
+    array_agg(ROW(${FOLDED.join(", ")})::view_event ORDER BY ord) AS events
+  FROM ev GROUP BY tenant_id, session_id
 )
-  .map(([n]) => `${n} = t.${n}`)
-  .join(", ")}
-FROM unnest(${VIEW_COLUMNS.map(([, type], i) => `$${i + 1}::${type}[]`).join(", ")}) AS t (${VIEW_NAMES})
-WHERE v.tenant_id = t.tenant_id AND v.session_id = t.session_id`;
-
-export const viewArrays = (views: ReadonlyArray<PlaybackView>) =>
-  VIEW_COLUMNS.map(([name]) => views.map((v) => v[name]));
+INSERT INTO playback_views AS v
+SELECT f.* FROM batch b
+LEFT JOIN playback_views cur ON cur.tenant_id = b.tenant_id AND cur.session_id = b.session_id
+CROSS JOIN LATERAL fold_view(NULL, b.tenant_id, b.session_id, b.asset_id,
+  CASE WHEN cur.session_id IS NULL THEN b.events ELSE b.events[1:1] END) f
+ORDER BY b.tenant_id, b.session_id
+ON CONFLICT (tenant_id, session_id) DO UPDATE SET (${VIEW_FIELDS.join(", ")}) = (
+  SELECT ${VIEW_FIELDS.map((f) => `f.${f}`).join(", ")}
+  FROM batch b CROSS JOIN LATERAL fold_view(v, b.tenant_id, b.session_id, b.asset_id, b.events) f
+  WHERE b.tenant_id = excluded.tenant_id AND b.session_id = excluded.session_id)`;
+};
 
 /** The retention sweep's scope: events received before `cutoff`, of any tenant, and nothing else. */
 export const retentionScope = (cutoff: number): Scope => ({

@@ -1,24 +1,8 @@
-import {
-  foldViews,
-  type PlaybackView,
-  StorageError,
-  type TelemetryEvent,
-  type TelemetrySink,
-  viewKey,
-} from "@vod/core";
+import { StorageError, type TelemetryEvent, type TelemetrySink } from "@vod/core";
 import { Effect } from "effect";
-import {
-  CLAIM_VIEWS,
-  deleteEventsBefore,
-  isClaimOnly,
-  LOCK_VIEWS,
-  STORE_VIEWS,
-  startupPercentiles,
-  viewArrays,
-  viewTotals,
-} from "./analytics.js";
+import { deleteEventsBefore, insertWithViews, startupPercentiles, viewTotals } from "./analytics.js";
 import type { SqlDatabase } from "./sql.js";
-import { type ScopedSql, standaloneScoped, telemetryScope, transactionScoped } from "./tenancy.js";
+import { standaloneScoped, telemetryScope } from "./tenancy.js";
 
 export interface PostgresTelemetrySinkOptions {
   /**
@@ -75,6 +59,8 @@ const INSERT = `INSERT INTO telemetry_events (${NAMES})
 SELECT ${COLUMNS.map(([name]) => (name === "extra" ? "extra::jsonb" : name)).join(", ")}
 FROM unnest(${COLUMNS.map(([, type], i) => `$${i + 1}::${type}[]`).join(", ")}) AS t (${NAMES})`;
 
+const INSERT_WITH_VIEWS = insertWithViews(COLUMNS);
+
 const columnArrays = (batch: ReadonlyArray<Pending>) => {
   const arrays: unknown[][] = COLUMNS.map(() => []);
   for (const { events, extras } of batch)
@@ -96,33 +82,10 @@ const isDataError = (error: unknown) => {
   return typeof code === "string" && (code.startsWith("22") || code.startsWith("23"));
 };
 
-/** The events and the views they change, in the caller's transaction. */
-const storeWithViews = async (tx: ScopedSql, batch: ReadonlyArray<Pending>) => {
-  await tx.query(telemetryScope, INSERT, columnArrays(batch));
-  const events = batch.flatMap((p) => p.events);
-  const firsts = new Map<string, TelemetryEvent>();
-  for (const e of events) {
-    const key = viewKey(e.tenant_id, e.session_id);
-    if (!firsts.has(key)) firsts.set(key, e);
-  }
-  const started = [...firsts.values()];
-  const sessions = [started.map((e) => e.tenant_id), started.map((e) => e.session_id)];
-  await tx.query(telemetryScope, CLAIM_VIEWS, [
-    ...sessions,
-    started.map((e) => e.asset_id),
-    started.map((e) => e.received_at),
-  ]);
-  const { rows } = await tx.query<PlaybackView>(telemetryScope, LOCK_VIEWS, sessions);
-  const current = new Map<string, PlaybackView>();
-  for (const row of rows) if (!isClaimOnly(row)) current.set(viewKey(row.tenant_id, row.session_id), row);
-  const changed = [...foldViews(current, events).values()];
-  await tx.query(telemetryScope, STORE_VIEWS, viewArrays(changed));
-};
-
 /**
  * Telemetry into telemetry_events and playback_views, with group commit: calls queue up, and one
- * flush at a time stores everything queued so far in one transaction (the events in one statement,
- * the views they change in three more, whatever the number of calls), then settles each call; calls made while a
+ * flush at a time stores everything queued so far in one statement (the events and the views they
+ * change), then settles each call; calls made while a
  * flush runs wait for the next. Under load the batches grow and the statements stay few.
  */
 export const postgresTelemetrySink = (
@@ -138,8 +101,7 @@ export const postgresTelemetrySink = (
 
   const store = async (batch: ReadonlyArray<Pending>): Promise<void> => {
     try {
-      if (keepViews) await db.transaction((tx) => storeWithViews(transactionScoped(tx), batch));
-      else await sql.query(telemetryScope, INSERT, columnArrays(batch));
+      await sql.query(telemetryScope, keepViews ? INSERT_WITH_VIEWS : INSERT, columnArrays(batch));
       for (const p of batch) p.settle();
     } catch (error) {
       if (batch.length > 1 && isDataError(error)) {
