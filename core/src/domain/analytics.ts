@@ -1,6 +1,6 @@
 import { exitedBeforeStart, type PlaybackView } from "./playback-view.js";
 
-/** The metrics of `GET /v1/analytics/{metric}` (DECISIONS "Playback analytics"). */
+/** The metrics of playback analytics (DECISIONS "Playback analytics"). */
 export const ANALYTICS_METRICS = [
   "views",
   "playing_time_ms",
