@@ -25,6 +25,16 @@ describe("loadConfig", () => {
     expect(config.redis).toEqual({ url: undefined, keyPrefix: "vod:" });
     expect(config.heapGrowingPercent).toBe(200);
     expect(config.google.clientId).toBeUndefined();
+    expect(config.telemetryRetentionDays).toBe(30);
+  });
+
+  it("reads the raw telemetry retention in days, 0 for ever, and refuses other values", () => {
+    expect(loadConfig({ VOD_TELEMETRY_RETENTION_DAYS: "7" }).telemetryRetentionDays).toBe(7);
+    expect(loadConfig({ VOD_TELEMETRY_RETENTION_DAYS: "0" }).telemetryRetentionDays).toBe(0);
+    for (const bad of ["-1", "1.5", "a week"])
+      expect(() => loadConfig({ VOD_TELEMETRY_RETENTION_DAYS: bad }), bad).toThrow(
+        /VOD_TELEMETRY_RETENTION_DAYS/,
+      );
   });
 
   it("reads every variable and treats empty ones as unset", () => {
