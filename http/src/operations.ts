@@ -772,6 +772,8 @@ export const getAnalytics = authedOperation({
   auth: read,
   input: Schema.Struct({ params: Rq.AnalyticsParams, query: Rq.AnalyticsQuery }),
   output: Rs.AnalyticsAnswer,
+  // asset_id of no asset of the tenant's.
+  errors: ["NotFound"],
   run: (vod, { params, query }, call) => vod.analytics.query(call.principal, params.metric, query),
 });
 

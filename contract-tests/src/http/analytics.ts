@@ -4,6 +4,7 @@ import {
   createApiKey,
   createAsset,
   credentialOptions,
+  expectError,
   expectInvalidFields,
   expectStatus,
   type MakeHttpSubject,
@@ -426,15 +427,16 @@ export const describeAnalytics = (makeSubject: MakeHttpSubject): void => {
       ]);
     });
 
-    it("shows another tenant none of it, not even by the asset's id", async () => {
+    it("shows another tenant none of it; the asset's id is not found there", async () => {
       for (const metric of METRICS) {
         const all = expectStatus(await query(otherReader, metric, twoDays()), 200).body;
         expect(all.data).toEqual([{ value: expected(metric, []) }]);
-        const byId = expectStatus(
+        // The asset is another tenant's: not found, as every resource of another tenant.
+        expectError(
           await query(otherReader, metric, { ...twoDays(), asset_id: assetIds.a }),
-          200,
-        ).body;
-        expect(byId.data).toEqual([{ value: expected(metric, []) }]);
+          404,
+          "not_found",
+        );
         const grouped = expectStatus(
           await query(otherReader, metric, { ...twoDays(), group_by: "asset", interval: "hour" }),
           200,
@@ -464,6 +466,7 @@ export const describeAnalytics = (makeSubject: MakeHttpSubject): void => {
       expectInvalidFields(await query(reader, "views", { to: range.to }), [["from"]]);
       expectInvalidFields(await query(reader, "views", { from: "yesterday", to: range.to }), [["from"]]);
       expectInvalidFields(await query(reader, "views", { from: 1.5, to: range.to }), [["from"]]);
+      expectError(await query(reader, "views", { ...range, asset_id: "ast_none" }), 404, "not_found");
     });
 
     it("needs a credential", async () => {

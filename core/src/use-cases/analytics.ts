@@ -12,6 +12,7 @@ import { InvalidRequest } from "../errors.js";
 import type { Requests } from "../schema/index.js";
 import type { VodPorts } from "../tokens.js";
 import type { Principal } from "./authenticate.js";
+import { orNotFound } from "./support.js";
 
 type QueryInput = typeof Requests.AnalyticsQuery.Type;
 
@@ -35,10 +36,13 @@ const badRange = (message: string, paths: ReadonlyArray<string>) =>
  * telemetry sink keeps as it stores events.
  */
 export const makeAnalytics = (ports: VodPorts, config: VodConfig) => {
-  const { telemetrySink, clock } = ports;
+  const { telemetrySink, clock, storage } = ports;
 
   const query = (principal: Principal, metric: AnalyticsMetric, input: QueryInput) =>
     Effect.gen(function* () {
+      // Another tenant's asset is not found, as everywhere; checked first, whatever the range.
+      if (input.asset_id !== undefined)
+        yield* orNotFound("asset")(storage.assets.get(principal.tenant.id, input.asset_id));
       if (input.from >= input.to) return yield* badRange("from must be before to", ["from", "to"]);
       if (input.to - input.from > MAX_ANALYTICS_RANGE_MS)
         return yield* badRange("from and to must be at most 90 days apart", ["from", "to"]);
