@@ -7,6 +7,7 @@ import {
   metricOfTotals,
   type ViewCell,
   type ViewQuery,
+  type ViewTotals,
 } from "../domain/analytics.js";
 import { InvalidRequest } from "../errors.js";
 import type { Requests } from "../schema/index.js";
@@ -26,6 +27,8 @@ export interface AnalyticsAnswer {
   readonly to: number;
   readonly data: ReadonlyArray<AnalyticsDatum>;
 }
+
+const NO_VIEWS: ViewTotals = { views: 0, playing_ms: 0, stall_ms: 0, stalls: 0, failures: 0, exits: 0 };
 
 const badRange = (message: string, paths: ReadonlyArray<string>) =>
   new InvalidRequest({ message, details: { fields: paths.map((p) => ({ path: [p], message })) } });
@@ -71,19 +74,7 @@ export const makeAnalytics = (ports: VodPorts, config: VodConfig) => {
           ...(group === undefined ? {} : { group }),
           value: metricOfTotals(metric, totals),
         }));
-        if (!cells && data.length === 0)
-          data = [
-            {
-              value: metricOfTotals(metric, {
-                views: 0,
-                playing_ms: 0,
-                stall_ms: 0,
-                stalls: 0,
-                failures: 0,
-                exits: 0,
-              }),
-            },
-          ];
+        if (!cells && data.length === 0) data = [{ value: metricOfTotals(metric, NO_VIEWS) }];
       }
       return { metric, from: input.from, to: input.to, data } satisfies AnalyticsAnswer;
     });
