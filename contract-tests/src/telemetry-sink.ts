@@ -163,4 +163,84 @@ export const describeTelemetrySink = (name: string, makeSubject: () => Promise<T
       } else expect(await subject.read(odd)).toEqual(oddEvents);
       for (const session of sessions) expect(await subject.read(session)).toEqual(eventsOf(session, 4));
     });
+
+    it("folds each session's events into its view, across writes and concurrent calls", async () => {
+      const tenant = TenantId(uid("tnt"));
+      const at = (session: string, over: Partial<TelemetryEvent>) =>
+        anEvent(session, 0, { tenant_id: tenant, ...over });
+      const [a, b] = [uid("pbs"), uid("pbs")];
+      // a: starts in 400 ms, plays 10 s, stalls 2 s, plays 5 s; b: asks to play and never starts.
+      await write(subject.sink, [
+        at(a, { event: "play", ts_ms: 0, player_version: "p1" }),
+        at(a, { event: "first_frame", ts_ms: 400, startup_ms: 400, rendition: "720p" }),
+      ]);
+      await Promise.all([
+        write(subject.sink, [
+          at(a, { event: "stall_start", ts_ms: 10_400 }),
+          at(a, { event: "stall_end", ts_ms: 12_400 }),
+          at(a, { event: "heartbeat", ts_ms: 17_400 }),
+        ]),
+        write(subject.sink, [
+          at(b, { event: "play", ts_ms: 0 }),
+          at(b, { event: "heartbeat", ts_ms: 3_000 }),
+        ]),
+      ]);
+      const query = { tenantId: tenant, from: RECEIVED_AT, to: RECEIVED_AT + 1 };
+      expect(await Effect.runPromise(subject.sink.viewTotals(query))).toEqual([
+        { views: 2, playing_ms: 15_000, stall_ms: 2_000, stalls: 1, failures: 0, exits: 1 },
+      ]);
+      expect(await Effect.runPromise(subject.sink.startupPercentiles(query))).toEqual([
+        { values: [400, 400, 400] },
+      ]);
+      expect(
+        await Effect.runPromise(
+          subject.sink.viewTotals({ ...query, groupBy: "rendition", interval: "hour" }),
+        ),
+      ).toEqual([
+        {
+          bucket: RECEIVED_AT - (RECEIVED_AT % 3_600_000),
+          group: null,
+          views: 1,
+          playing_ms: 0,
+          stall_ms: 0,
+          stalls: 0,
+          failures: 0,
+          exits: 1,
+        },
+        {
+          bucket: RECEIVED_AT - (RECEIVED_AT % 3_600_000),
+          group: "720p",
+          views: 1,
+          playing_ms: 15_000,
+          stall_ms: 2_000,
+          stalls: 1,
+          failures: 0,
+          exits: 0,
+        },
+      ]);
+      // Another tenant's query, and a range that ends where the views begin, see none of them.
+      expect(
+        await Effect.runPromise(subject.sink.viewTotals({ ...query, tenantId: TenantId(uid("tnt")) })),
+      ).toEqual([]);
+      expect(
+        await Effect.runPromise(subject.sink.viewTotals({ ...query, from: 0, to: RECEIVED_AT })),
+      ).toEqual([]);
+    });
+
+    it("deletes raw events received before a cutoff, of every tenant, and keeps their views", async () => {
+      // Long before any other test's events, which this delete must leave alone.
+      const old = 900_000_000_000;
+      const tenant = TenantId(uid("tnt"));
+      const [gone, kept] = [uid("pbs"), uid("pbs")];
+      const oldEvents = [0, 1].map((n) => anEvent(gone, n, { tenant_id: tenant, received_at: old + n }));
+      const newEvents = [anEvent(kept, 0, { tenant_id: tenant, received_at: old + 10 })];
+      await write(subject.sink, [...oldEvents, ...newEvents]);
+      expect(await Effect.runPromise(subject.sink.deleteEventsReceivedBefore(old + 10))).toBe(2);
+      expect(await subject.read(gone)).toEqual([]);
+      expect(await subject.read(kept)).toEqual(newEvents);
+      const views = await Effect.runPromise(
+        subject.sink.viewTotals({ tenantId: tenant, from: old, to: old + 11 }),
+      );
+      expect(views.map((v) => v.views)).toEqual([2]);
+    });
   });

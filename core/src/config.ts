@@ -69,6 +69,11 @@ export interface VodConfig {
     /** Webhooks not deleted. */
     readonly webhooksPerTenant: number;
   };
+  /**
+   * How long raw telemetry events are kept (by the time they were received); the views folded
+   * from them stay. Null: kept for ever.
+   */
+  readonly telemetryRetentionMs: number | null;
   readonly rateLimits: {
     /** One bucket per client IP shared by signup, login, google and refresh. */
     readonly authPerIpPerMinute: number;
@@ -115,5 +120,6 @@ export const defaultConfig = (secrets: {
   images: { concurrency: 2, maxWaiting: 32 },
   webhooks: { retryBaseMs: 30_000, retryForMs: 24 * 60 * 60 * 1000 },
   quotas: { activeApiKeysPerTenant: 200, webhooksPerTenant: 20 },
+  telemetryRetentionMs: 30 * 24 * 60 * 60 * 1000,
   rateLimits: defaultRateLimits,
 });

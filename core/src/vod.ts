@@ -2,6 +2,7 @@ import { defaultConfig, type VodConfig } from "./config.js";
 import type { VodPorts } from "./tokens.js";
 import { makeAccountMail } from "./use-cases/account-mail.js";
 import { makeAccounts } from "./use-cases/accounts.js";
+import { makeAnalytics } from "./use-cases/analytics.js";
 import { makeApiKeys } from "./use-cases/api-keys.js";
 import { makeAssets } from "./use-cases/assets.js";
 import { makeCredentials } from "./use-cases/authenticate.js";
@@ -50,6 +51,8 @@ export interface Vod {
   readonly staticRenditions: ReturnType<typeof makeStaticRenditions>;
   readonly playback: ReturnType<typeof makePlayback>;
   readonly webhooks: ReturnType<typeof makeWebhooks>;
+  /** Playback analytics over the views kept from telemetry. */
+  readonly analytics: ReturnType<typeof makeAnalytics>;
 }
 
 export const resolveConfig = (ports: VodPorts, input: VodConfigInput = {}): VodConfig => {
@@ -89,5 +92,6 @@ export const createVod = (ports: VodPorts, configInput?: VodConfigInput): Vod =>
     staticRenditions: makeStaticRenditions(ports),
     playback,
     webhooks: makeWebhooks(ports, config),
+    analytics: makeAnalytics(ports, config),
   };
 };

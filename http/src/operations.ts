@@ -238,6 +238,11 @@ const routes = {
     202,
     "Send a delivery's event again (same webhook-id), as a new delivery.",
   ),
+  getAnalytics: at(
+    "GET /v1/analytics/:metric",
+    200,
+    "A playback metric over the tenant's views whose first event was received in [from, to) (at most 90 days): one value, or per `interval` bucket and `group_by` group that has views.",
+  ),
   health: at("GET /healthz", 200, "Liveness: 200 once the process serves."),
   ready: at(
     "GET /readyz",
@@ -929,6 +934,16 @@ export const redeliverWebhook = authedOperation({
   run: (vod, { params }, call) => vod.webhooks.redeliver(call.principal, params.id, params.delivery_id),
 });
 
+export const getAnalytics = authedOperation({
+  ...route("getAnalytics"),
+  auth: read,
+  input: Schema.Struct({ params: Rq.AnalyticsParams, query: Rq.AnalyticsQuery }),
+  output: Rs.AnalyticsAnswer,
+  // asset_id of no asset of the tenant's.
+  errors: ["NotFound"],
+  run: (vod, { params, query }, call) => vod.analytics.query(call.principal, params.metric, query),
+});
+
 // The host's own routes: they answer from the process (`call.host`), not from a use case.
 
 const NO_BODY = { kind: "none" } as const;
@@ -1185,5 +1200,6 @@ export const operations: ReadonlyArray<Operation> = [
   deleteWebhook,
   listWebhookDeliveries,
   redeliverWebhook,
+  getAnalytics,
   ...hostOperations,
 ];

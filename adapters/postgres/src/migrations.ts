@@ -1,3 +1,4 @@
+import { playbackViewsSql } from "./analytics.js";
 import {
   emailTokensSql,
   idempotencyKeysSql,
@@ -279,6 +280,7 @@ CREATE TABLE asset_chunks (
 ${tenantOwnedTablesSql(["asset_chunks"])}
 `,
   },
+  { version: 13, name: "playback views for analytics, raw event retention", sql: playbackViewsSql },
   {
     version: 14,
     name: "deleted tenants and their retired slugs",

@@ -1,5 +1,6 @@
 import { StorageError, type TelemetryEvent, type TelemetrySink } from "@vod/core";
 import { Effect } from "effect";
+import { deleteEventsBefore, insertWithViews, startupPercentiles, viewTotals } from "./analytics.js";
 import type { SqlDatabase } from "./sql.js";
 import { standaloneScoped, telemetryScope } from "./tenancy.js";
 
@@ -9,6 +10,12 @@ export interface PostgresTelemetrySinkOptions {
    * more events than this is still stored whole, in a statement of its own.
    */
   readonly maxBatchEvents?: number;
+  /**
+   * Whether events are folded into playback views as they are stored (default true). False
+   * stores raw events only, and analytics answer no views: for a deployment whose analytics are
+   * made elsewhere from the same events (docs/analytics.md, the scale plan).
+   */
+  readonly views?: boolean;
 }
 
 interface Pending {
@@ -52,6 +59,8 @@ const INSERT = `INSERT INTO telemetry_events (${NAMES})
 SELECT ${COLUMNS.map(([name]) => (name === "extra" ? "extra::jsonb" : name)).join(", ")}
 FROM unnest(${COLUMNS.map(([, type], i) => `$${i + 1}::${type}[]`).join(", ")}) AS t (${NAMES})`;
 
+const INSERT_WITH_VIEWS = insertWithViews(COLUMNS);
+
 const columnArrays = (batch: ReadonlyArray<Pending>) => {
   const arrays: unknown[][] = COLUMNS.map(() => []);
   for (const { events, extras } of batch)
@@ -74,8 +83,9 @@ const isDataError = (error: unknown) => {
 };
 
 /**
- * Telemetry into telemetry_events, with group commit: calls queue up, and one flush at a time
- * stores everything queued so far in one statement, then settles each call; calls made while a
+ * Telemetry into telemetry_events and playback_views, with group commit: calls queue up, and one
+ * flush at a time stores everything queued so far in one statement (the events and the views they
+ * change), then settles each call; calls made while a
  * flush runs wait for the next. Under load the batches grow and the statements stay few.
  */
 export const postgresTelemetrySink = (
@@ -83,6 +93,7 @@ export const postgresTelemetrySink = (
   options: PostgresTelemetrySinkOptions = {},
 ): TelemetrySink => {
   const maxBatchEvents = options.maxBatchEvents ?? 5_000;
+  const keepViews = options.views ?? true;
   const queue: Pending[] = [];
   let flushing = false;
   // Insert-only, across tenants: the one thing telemetry's scope may do (row-level-security.ts).
@@ -90,7 +101,7 @@ export const postgresTelemetrySink = (
 
   const store = async (batch: ReadonlyArray<Pending>): Promise<void> => {
     try {
-      await sql.query(telemetryScope, INSERT, columnArrays(batch));
+      await sql.query(telemetryScope, keepViews ? INSERT_WITH_VIEWS : INSERT, columnArrays(batch));
       for (const p of batch) p.settle();
     } catch (error) {
       if (batch.length > 1 && isDataError(error)) {
@@ -120,7 +131,15 @@ export const postgresTelemetrySink = (
     flushing = false;
   };
 
+  const read = <A>(run: () => Promise<A>, message: string) =>
+    Effect.tryPromise({ try: run, catch: (cause) => new StorageError({ message, cause }) });
+
   return {
+    viewTotals: (query) => read(() => viewTotals(sql, query), "could not read playback views"),
+    startupPercentiles: (query) =>
+      read(() => startupPercentiles(sql, query), "could not read playback views"),
+    deleteEventsReceivedBefore: (cutoff) =>
+      read(() => deleteEventsBefore(sql, cutoff), "could not delete telemetry events"),
     write: (events) =>
       events.length === 0
         ? Effect.void

@@ -46,7 +46,8 @@ describe("postgresTelemetrySink on pglite: group commit", () => {
     const counting: SqlDatabase = {
       ...db,
       queryIn: (scope, text, params) => {
-        if (text.startsWith("INSERT INTO telemetry_events"))
+        // Alone, or with the views it folds them into (WITH ... INSERT INTO telemetry_events).
+        if (text.includes("INSERT INTO telemetry_events"))
           statements.push((params as ReadonlyArray<ReadonlyArray<unknown>>)[0]?.length ?? 0);
         return db.queryIn(scope, text, params);
       },

@@ -54,7 +54,8 @@ const withField = (container: unknown, name: string, value: unknown) => ({
 });
 
 /**
- * Probes of a route taking API credentials, made from its inputs: every id-shaped field filled
+ * Probes of a route taking API credentials, made from its inputs: every id-shaped field (path, query
+ * or body) filled
  * with each of the victim's ids of its kind, every `*_token` body field with the victim's refresh
  * tokens, each with every credential of the caller. A GET without ids (lists, `me`) is called
  * with every credential and must show nothing of the victim's.
@@ -64,8 +65,12 @@ const apiProbes = (route: FuzzRoute, caller: TenantWorld, victim: TenantWorld): 
   const idFields = idFieldsOf(route);
   const tokenFields = fieldsOf(route).filter((f) => f.location === "body" && f.name.endsWith("_token"));
   const example = exampleInput(route);
-  const draftOf = (headers: Record<string, string>, params: Record<string, string>, body: unknown) =>
-    toWire(route, { params, query: example.query ?? {}, body, headers });
+  const draftOf = (
+    headers: Record<string, string>,
+    params: Record<string, string>,
+    body: unknown,
+    query: Record<string, unknown> = example.query ?? {},
+  ) => toWire(route, { params, query, body, headers });
   if (idFields.length === 0 && tokenFields.length === 0)
     return route.method === "GET"
       ? credentials.map((c) => ({
@@ -81,9 +86,10 @@ const apiProbes = (route: FuzzRoute, caller: TenantWorld, victim: TenantWorld): 
         const params =
           field.location === "params" ? withField(example.params, field.name, id) : (example.params ?? {});
         const body = field.location === "body" ? withField(example.body, field.name, id) : example.body;
+        const query = field.location === "query" ? withField(example.query, field.name, id) : example.query;
         return {
           route: route.id,
-          request: draftOf(c.headers, params as Record<string, string>, body),
+          request: draftOf(c.headers, params as Record<string, string>, body, query),
           statuses: c.ok ? [404] : [403],
         };
       }),

@@ -1,5 +1,6 @@
 import { describe } from "vitest";
 import { describeAccounts } from "./accounts.js";
+import { describeAnalytics } from "./analytics.js";
 import { describeApiKeys } from "./api-keys.js";
 import { describeAssetLifecycle } from "./asset-lifecycle.js";
 import { describeAssets } from "./assets.js";
@@ -43,5 +44,6 @@ export const describeHttpApi = (name: string, makeSubject: MakeHttpSubject): voi
     describeStaticRenditions(makeSubject);
     describeWebhooks(makeSubject);
     describeTenantDeletion(makeSubject);
+    describeAnalytics(makeSubject);
   });
 };

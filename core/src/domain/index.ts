@@ -1,3 +1,4 @@
+export * from "./analytics.js";
 export * from "./api-key.js";
 export * from "./asset.js";
 export * from "./email-token.js";
@@ -5,6 +6,7 @@ export * from "./expiry.js";
 export * from "./ids.js";
 export * from "./object-keys.js";
 export * from "./playback-session.js";
+export * from "./playback-view.js";
 export * from "./refresh-session.js";
 export * from "./scope.js";
 export * from "./tenant.js";

@@ -1,4 +1,5 @@
 import type { Effect } from "effect";
+import type { ViewPercentiles, ViewQuery, ViewTotals } from "../domain/analytics.js";
 import type { AssetId, PlaybackSessionId, TenantId } from "../domain/ids.js";
 import type { StorageError } from "../errors.js";
 
@@ -22,13 +23,27 @@ export interface TelemetryEvent {
   readonly extra: Readonly<Record<string, unknown>>;
 }
 
-/** Where player telemetry goes. */
+/**
+ * Where player telemetry goes, and the playback analytics kept from it. Each event is stored raw
+ * and folded into its view (`foldViewEvent`, per tenant and playback session) in the same write,
+ * so that analytics read views, never raw events.
+ */
 export interface TelemetrySink {
   /**
-   * Stores the events; resolves only once they are stored. Concurrent calls may share one write
+   * Stores the events and folds them into their views, in the order given, atomically: either
+   * both or neither. Resolves only once they are stored. Concurrent calls may share one write
    * (group commit); each call still learns whether its own events were stored.
    */
   write(events: ReadonlyArray<TelemetryEvent>): Effect.Effect<void, StorageError>;
   /** Deletes every stored event of the tenant (a deleted tenant's); harmless to repeat. */
   removeTenant(tenantId: string): Effect.Effect<void, StorageError>;
+  /** The sums over the views a query reads, one row per bucket and group that has views, in order. */
+  viewTotals(query: ViewQuery): Effect.Effect<ReadonlyArray<ViewTotals>, StorageError>;
+  /**
+   * Startup-time percentiles (nearest rank, exact) of the views a query reads that have a startup
+   * time, one row per bucket and group that has any, in order.
+   */
+  startupPercentiles(query: ViewQuery): Effect.Effect<ReadonlyArray<ViewPercentiles>, StorageError>;
+  /** Deletes raw events received before `cutoff` (epoch ms), of every tenant; views stay. Returns how many. */
+  deleteEventsReceivedBefore(cutoff: number): Effect.Effect<number, StorageError>;
 }

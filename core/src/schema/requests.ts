@@ -1,4 +1,5 @@
 import { Schema } from "effect";
+import { ANALYTICS_GROUPS, ANALYTICS_INTERVALS, ANALYTICS_METRICS } from "../domain/analytics.js";
 import { PLAYBACK_TTL_MAX_SECONDS, PLAYBACK_TTL_MIN_SECONDS } from "../domain/playback-session.js";
 import { MAX_PART_COUNT } from "../domain/upload-session.js";
 import { AssetStatus, AssetVisibility, Mp4Support, Scope, WebhookEventType } from "./resources.js";
@@ -181,6 +182,23 @@ export const TelemetryEventInput = Schema.Struct({
   startup_ms: optionalNumber,
   stall_ms: optionalNumber,
   bitrate_kbps: optionalNumber,
+});
+
+export const AnalyticsParams = Schema.Struct({ metric: Schema.Literal(...ANALYTICS_METRICS) });
+
+/** Epoch milliseconds in a query string. */
+const EpochMsParam = Schema.NumberFromString.pipe(
+  Schema.int(msg("must be an integer (epoch milliseconds)")),
+  Schema.between(0, 8_640_000_000_000_000, msg("must be epoch milliseconds")),
+);
+
+/** The range and shape of an analytics query; the range itself is checked by the use case. */
+export const AnalyticsQuery = Schema.Struct({
+  from: EpochMsParam,
+  to: EpochMsParam,
+  asset_id: Schema.optional(NonEmpty.pipe(maxChars(200), Schema.brand("AssetId"))),
+  interval: Schema.optional(Schema.Literal(...ANALYTICS_INTERVALS)),
+  group_by: Schema.optional(Schema.Literal(...ANALYTICS_GROUPS)),
 });
 
 export const ClearKeyRequest = Schema.Struct({

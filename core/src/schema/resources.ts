@@ -1,4 +1,5 @@
 import { Schema } from "effect";
+import { ANALYTICS_METRICS } from "../domain/analytics.js";
 import {
   assetStatuses,
   assetVisibilities,
@@ -218,4 +219,24 @@ export const WebhookDelivery = component("WebhookDelivery", {
   last_status_code: Schema.NullOr(Schema.Int),
   next_attempt_at: Schema.NullOr(EpochMs),
   created_at: EpochMs,
+});
+
+export const StartupPercentiles = component("StartupPercentiles", {
+  p50: Schema.Number,
+  p90: Schema.Number,
+  p95: Schema.Number,
+});
+
+/** One value of an analytics answer: its bucket (start, epoch ms) with an interval, its group with group_by. */
+export const AnalyticsDatum = component("AnalyticsDatum", {
+  bucket: Schema.optional(EpochMs),
+  group: Schema.optional(Schema.NullOr(Schema.String)),
+  value: Schema.NullOr(Schema.Union(Schema.Number, StartupPercentiles)),
+});
+
+export const AnalyticsAnswer = component("Analytics", {
+  metric: Schema.Literal(...ANALYTICS_METRICS),
+  from: EpochMs,
+  to: EpochMs,
+  data: Schema.Array(AnalyticsDatum),
 });

@@ -247,6 +247,11 @@ const Env = Schema.Struct({
   VOD_DRM_FAIRPLAY_LICENSE_URL: opt(Url),
   VOD_DRM_FAIRPLAY_CERTIFICATE_URL: opt(Url),
   VOD_RATE_LIMIT_TELEMETRY_PER_MINUTE: Schema.optionalWith(PositiveInt, { default: () => 120 }),
+  // 0 keeps raw events for ever; analytics read the views folded from them, which always stay.
+  VOD_TELEMETRY_RETENTION_DAYS: Schema.optionalWith(
+    Schema.NumberFromString.pipe(Schema.int(), Schema.between(0, 36_500)),
+    { default: () => 30 },
+  ),
   VOD_SIGNING_KEYS: opt(Schema.String.pipe(Schema.minLength(1))),
   VOD_CURSOR_SECRET: opt(
     Schema.String.pipe(Schema.minLength(32, { message: () => "must be at least 32 characters" })),
@@ -285,6 +290,7 @@ export interface HostConfig {
     readonly processing: VodConfig["processing"];
     readonly images: VodConfig["images"];
     readonly webhooks: Pick<VodConfig["webhooks"], "retryBaseMs">;
+    readonly telemetryRetentionMs: VodConfig["telemetryRetentionMs"];
   };
   /**
    * Account mail: over SMTP when `smtpUrl` is set; else the embedded default writes it to the log
@@ -455,6 +461,9 @@ export const loadConfig = (env: Record<string, string | undefined> = process.env
       },
       images: { concurrency: e.VOD_IMAGE_CONCURRENCY, maxWaiting: e.VOD_IMAGE_MAX_WAITING },
       webhooks: { retryBaseMs: e.VOD_WEBHOOK_RETRY_BASE_SECONDS * 1000 },
+      // Raw telemetry events kept this long (0 days: for ever); the worker's sweep deletes older ones.
+      telemetryRetentionMs:
+        e.VOD_TELEMETRY_RETENTION_DAYS === 0 ? null : e.VOD_TELEMETRY_RETENTION_DAYS * 86_400_000,
     },
     drm: { masterKey: e.VOD_DRM_MASTER_KEY },
     storage: e.VOD_STORAGE,

@@ -233,6 +233,9 @@ export const startWorker = async (
     if (forgotten._tag === "Left")
       log.warn({ err: forgotten.left.message }, "idempotency key cleanup failed");
     else if (forgotten.right > 0) log.info({ deleted: forgotten.right }, "expired idempotency keys deleted");
+    const swept = await Effect.runPromise(Effect.either(vod.analytics.sweepRawEvents()));
+    if (swept._tag === "Left") log.warn({ err: swept.left.message }, "telemetry retention sweep failed");
+    else if (swept.right > 0) log.info({ deleted: swept.right }, "telemetry events past retention deleted");
   };
   const timer = setInterval(() => void sweep(), options.sweepEveryMs ?? 10 * 60_000);
   timer.unref();

@@ -27,6 +27,16 @@ describe("loadConfig", () => {
     expect(config.redis).toEqual({ url: undefined, keyPrefix: "vod:" });
     expect(config.heapGrowingPercent).toBe(200);
     expect(config.google.clientId).toBeUndefined();
+    expect(config.core.telemetryRetentionMs).toBe(30 * 86_400_000);
+  });
+
+  it("reads the raw telemetry retention in days, 0 for ever, and refuses other values", () => {
+    expect(loadConfig({ VOD_TELEMETRY_RETENTION_DAYS: "7" }).core.telemetryRetentionMs).toBe(7 * 86_400_000);
+    expect(loadConfig({ VOD_TELEMETRY_RETENTION_DAYS: "0" }).core.telemetryRetentionMs).toBeNull();
+    for (const bad of ["-1", "1.5", "a week"])
+      expect(() => loadConfig({ VOD_TELEMETRY_RETENTION_DAYS: bad }), bad).toThrow(
+        /VOD_TELEMETRY_RETENTION_DAYS/,
+      );
   });
 
   it("reads every variable and treats empty ones as unset", () => {
