@@ -682,49 +682,28 @@ const imageOperation = <Q, QE>(
     reply: { kind: { kind: "file", mediaTypes: [mediaType] }, of: (file, vod) => fileReply(file, vod) },
   });
 
-export const thumbnailJpg = imageOperation(
-  "thumbnailJpg",
-  IMAGE_MEDIA_TYPES.jpg,
-  Rq.ThumbnailQuery,
-  (vod, token, q, call) => vod.playback.images.thumbnail(token, "jpg", q, call.range),
-);
-export const thumbnailPng = imageOperation(
-  "thumbnailPng",
-  IMAGE_MEDIA_TYPES.png,
-  Rq.ThumbnailQuery,
-  (vod, token, q, call) => vod.playback.images.thumbnail(token, "png", q, call.range),
-);
-export const thumbnailWebp = imageOperation(
-  "thumbnailWebp",
-  IMAGE_MEDIA_TYPES.webp,
-  Rq.ThumbnailQuery,
-  (vod, token, q, call) => vod.playback.images.thumbnail(token, "webp", q, call.range),
-);
-export const animatedGif = imageOperation(
-  "animatedGif",
-  IMAGE_MEDIA_TYPES.gif,
-  Rq.AnimatedQuery,
-  (vod, token, q, call) => vod.playback.images.animated(token, "gif", q, call.range),
-);
-export const animatedWebp = imageOperation(
-  "animatedWebp",
-  IMAGE_MEDIA_TYPES.webp,
-  Rq.AnimatedQuery,
-  (vod, token, q, call) => vod.playback.images.animated(token, "webp", q, call.range),
-);
+// One operation per file name and format: the route names the format, the query the picture.
+const thumbnailOf = (id: keyof typeof routes, format: "jpg" | "png" | "webp") =>
+  imageOperation(id, IMAGE_MEDIA_TYPES[format], Rq.ThumbnailQuery, (vod, token, q, call) =>
+    vod.playback.images.thumbnail(token, format, q, call.range),
+  );
+const animatedOf = (id: keyof typeof routes, format: "gif" | "webp") =>
+  imageOperation(id, IMAGE_MEDIA_TYPES[format], Rq.AnimatedQuery, (vod, token, q, call) =>
+    vod.playback.images.animated(token, format, q, call.range),
+  );
 const noQuery = Schema.Struct({});
-export const storyboardJpg = imageOperation(
-  "storyboardJpg",
-  IMAGE_MEDIA_TYPES.jpg,
-  noQuery,
-  (vod, token, _q, call) => vod.playback.images.storyboard(token, "jpg", call.range),
-);
-export const storyboardWebp = imageOperation(
-  "storyboardWebp",
-  IMAGE_MEDIA_TYPES.webp,
-  noQuery,
-  (vod, token, _q, call) => vod.playback.images.storyboard(token, "webp", call.range),
-);
+const storyboardOf = (id: keyof typeof routes, format: "jpg" | "webp") =>
+  imageOperation(id, IMAGE_MEDIA_TYPES[format], noQuery, (vod, token, _q, call) =>
+    vod.playback.images.storyboard(token, format, call.range),
+  );
+
+export const thumbnailJpg = thumbnailOf("thumbnailJpg", "jpg");
+export const thumbnailPng = thumbnailOf("thumbnailPng", "png");
+export const thumbnailWebp = thumbnailOf("thumbnailWebp", "webp");
+export const animatedGif = animatedOf("animatedGif", "gif");
+export const animatedWebp = animatedOf("animatedWebp", "webp");
+export const storyboardJpg = storyboardOf("storyboardJpg", "jpg");
+export const storyboardWebp = storyboardOf("storyboardWebp", "webp");
 export const storyboardVtt = imageOperation(
   "storyboardVtt",
   IMAGE_MEDIA_TYPES.vtt,
