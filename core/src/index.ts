@@ -7,6 +7,7 @@ export { JobFailed, jobNames, limitRun } from "./ports/job-queue.js";
 export { MailNotSent } from "./ports/mailer.js";
 export { MediaRejected } from "./ports/media-processor.js";
 export { isValidRange, PartRejected, PartsMismatched } from "./ports/object-store.js";
+export { TextTrackRejected } from "./ports/text-track-reader.js";
 export { TokenRejected } from "./ports/token-signer.js";
 export { UrlRefused } from "./ports/webhook-sender.js";
 export * from "./schema/index.js";

@@ -8,6 +8,7 @@ import { makeCredentials } from "./use-cases/authenticate.js";
 import { makePlayback } from "./use-cases/playback.js";
 import { makeProcessing } from "./use-cases/processing.js";
 import { makeTenants } from "./use-cases/tenants.js";
+import { makeTextTracks } from "./use-cases/text-tracks.js";
 import { makeUploads } from "./use-cases/uploads.js";
 import { makeWebhooks } from "./use-cases/webhooks.js";
 
@@ -33,6 +34,8 @@ export interface Vod {
   /** What operators do to tenants (no API operation: the host exposes it as a command). */
   readonly tenants: ReturnType<typeof makeTenants>;
   readonly assets: ReturnType<typeof makeAssets>;
+  /** An asset's text tracks (captions, subtitles). */
+  readonly textTracks: ReturnType<typeof makeTextTracks>;
   readonly uploads: ReturnType<typeof makeUploads>;
   readonly processing: ReturnType<typeof makeProcessing>;
   readonly playback: ReturnType<typeof makePlayback>;
@@ -70,6 +73,7 @@ export const createVod = (ports: VodPorts, configInput?: VodConfigInput): Vod =>
     apiKeys: makeApiKeys(ports, config, credentials.forget),
     tenants: makeTenants(ports, credentials.forget),
     assets: makeAssets(ports, config, playback.endForAsset),
+    textTracks: makeTextTracks(ports),
     uploads: makeUploads(ports, config, credentials.tenantIsActive),
     processing: makeProcessing(ports, config),
     playback,

@@ -12,6 +12,7 @@ import type {
   RefreshSession,
   RefreshToken,
   Tenant,
+  TextTrack,
   UploadSession,
   UserRecord,
   Webhook,
@@ -74,6 +75,7 @@ export interface MemoryState {
   readonly webhookDeliveries: Map<string, WebhookDelivery>;
   /** JSON `[tenant_id, asset_id, unit, chunk_index]` -> the chunk ledger's row. */
   readonly chunks: Map<string, AssetChunk>;
+  readonly textTracks: Map<string, TextTrack>;
 }
 
 export const emptyState = (): MemoryState => ({
@@ -95,6 +97,7 @@ export const emptyState = (): MemoryState => ({
   webhooks: new Map(),
   webhookDeliveries: new Map(),
   chunks: new Map(),
+  textTracks: new Map(),
 });
 
 /** Shallow copies of every map: enough to roll back, because records are never mutated. */

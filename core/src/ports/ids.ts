@@ -9,7 +9,8 @@ export type IdKind =
   | "playback"
   | "webhook"
   | "delivery"
-  | "event";
+  | "event"
+  | "track";
 
 /** Where the core gets identifiers and randomness. Synchronous for the same reason as `Clock`. */
 export interface Ids {
