@@ -22,7 +22,9 @@ const even = (n: number) => Math.max(2, Math.round(n / 2) * 2);
  * key id for DRM, as the real packaging writes it.
  */
 const dashOf = (master: string, keyId: string | undefined) => {
-  const representations = [...master.matchAll(/BANDWIDTH=(\d+),RESOLUTION=(\d+)x(\d+)\n([^/\n]+)\/playlist\.m3u8/g)].map(
+  const representations = [
+    ...master.matchAll(/BANDWIDTH=(\d+),RESOLUTION=(\d+)x(\d+)\n([^/\n]+)\/playlist\.m3u8/g),
+  ].map(
     ([, bandwidth, width, height, name]) =>
       `      <Representation id="${name}" bandwidth="${bandwidth}" width="${width}" height="${height}" codecs="avc1.64001f" mimeType="video/mp4">\n` +
       `        <SegmentTemplate timescale="1000" duration="4000" initialization="${name}/init.mp4" media="${name}/seg_$Number$.m4s" startNumber="1"/>\n` +

@@ -39,8 +39,7 @@ const periodOf = (doc: XmlNode[]) => {
 const adaptationSets = (period: XmlNode) =>
   childrenOf(period, "Period").filter((n) => tagOf(n) === "AdaptationSet");
 
-const videoSetOf = (period: XmlNode) =>
-  adaptationSets(period).find((s) => attrs(s).contentType === "video");
+const videoSetOf = (period: XmlNode) => adaptationSets(period).find((s) => attrs(s).contentType === "video");
 
 const representationsOf = (set: XmlNode) =>
   childrenOf(set, "AdaptationSet").filter((n) => tagOf(n) === "Representation");

@@ -11,6 +11,7 @@ import { describeIdempotency } from "./idempotency.js";
 import { describePlaybackImages } from "./images.js";
 import { describePlayback } from "./playback.js";
 import { describeRateLimits } from "./rate-limits.js";
+import { describeTextTracks } from "./text-tracks.js";
 import { describeUploads } from "./uploads.js";
 import { describeWebhooks } from "./webhooks.js";
 
@@ -38,6 +39,7 @@ export const describeHttpApi = (name: string, makeSubject: MakeHttpSubject): voi
     describeRateLimits(makeSubject);
     describePlayback(makeSubject);
     describePlaybackImages(makeSubject);
+    describeTextTracks(makeSubject);
     describeWebhooks(makeSubject);
   });
 };

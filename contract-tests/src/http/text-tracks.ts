@@ -1,0 +1,408 @@
+import { renditionKey } from "@vod/core";
+import { describe, expect, it } from "vitest";
+import {
+  type Credential,
+  createApiKey,
+  createAsset,
+  credentialOptions,
+  expectError,
+  expectInvalidFields,
+  expectNoContent,
+  expectStatus,
+  type Harness,
+  type MakeHttpSubject,
+  MiB,
+  sharedSubject,
+  signUp,
+  type WireAsset,
+} from "./client.js";
+import { type CreatedPlayback, untilReady, uploadAndComplete } from "./playback.js";
+
+interface WireTextTrack {
+  id: string;
+  type: "text";
+  language_code: string;
+  name: string;
+  closed_captions: boolean;
+  status: "ready";
+  created_at: number;
+}
+
+const VTT = [
+  "WEBVTT",
+  "",
+  "NOTE made for the contract",
+  "",
+  "first",
+  "00:00:00.500 --> 00:00:02.000 align:start",
+  "Bonjour",
+  "",
+  "00:00:05.000 --> 00:00:07.000",
+  "Across a segment boundary",
+  "",
+].join("\n");
+
+const SRT = [
+  "1",
+  "00:00:01,000 --> 00:00:03,500",
+  "Olá",
+  "",
+  "2",
+  "00:00:03,600 --> 00:00:04,000",
+  "tchau",
+  "",
+].join("\r\n");
+
+const BROKEN_VTT = [
+  "WEBVTT",
+  "",
+  "00:00:01.000 --> 00:00:02.000",
+  "ok",
+  "",
+  "00:00:0x.000 --> 00:00:03.000",
+  "bad",
+  "",
+].join("\n");
+
+/**
+ * Text tracks (DECISIONS "Images, downloads and text tracks") on every adapter set and object
+ * store: the routes, what is stored (rows and objects), the manifests a session fetches, the
+ * refusals and the limit. The renditions are the fake media processor's (a 4 s source); the
+ * real-media test is hosts/express's text-tracks test.
+ */
+export const describeTextTracks = (makeSubject: MakeHttpSubject): void => {
+  describe("text tracks", () => {
+    const subject = sharedSubject(makeSubject, { VOD_WORKER_CONCURRENCY: "1" });
+
+    const tenant = async (h: Harness) => {
+      const owner = await signUp(h.api);
+      const write = await createApiKey(h.api, { bearer: owner.access_token }, ["write"]);
+      const read = await createApiKey(h.api, { bearer: owner.access_token }, ["read"]);
+      return {
+        owner,
+        credential: { apiKey: write.key } as Credential,
+        read: { apiKey: read.key } as Credential,
+      };
+    };
+
+    const readyAsset = async (h: Harness, credential: Credential): Promise<WireAsset> => {
+      const asset = await createAsset(h.api, credential, { title: "captioned" });
+      await uploadAndComplete(h.api, credential, asset.id);
+      return untilReady(h.api, credential, asset.id);
+    };
+
+    const add = (h: Harness, credential: Credential, assetId: string, body: unknown) =>
+      h.api.post<{ track: WireTextTrack }>(`/v1/assets/${assetId}/tracks`, {
+        ...credentialOptions(credential),
+        json: body,
+      });
+
+    const list = async (h: Harness, credential: Credential, assetId: string) =>
+      expectStatus(
+        await h.api.get<{ data: WireTextTrack[] }>(
+          `/v1/assets/${assetId}/tracks`,
+          credentialOptions(credential),
+        ),
+        200,
+      ).body.data;
+
+    const session = async (h: Harness, credential: Credential, assetId: string) =>
+      expectStatus(
+        await h.api.post<CreatedPlayback>("/v1/playback/sessions", {
+          ...credentialOptions(credential),
+          json: { asset_id: assetId },
+        }),
+        201,
+      ).body;
+
+    const text = async (url: string) => {
+      const res = await fetch(url);
+      return { status: res.status, type: res.headers.get("content-type"), body: await res.text() };
+    };
+
+    it("adds a WebVTT and an SRT track: 201, stored as WebVTT under the asset, listed oldest first", async () => {
+      const h = subject();
+      const { owner, credential, read } = await tenant(h);
+      const asset = await readyAsset(h, credential);
+      const before = h.clock.now();
+      const vtt = expectStatus(
+        await add(h, credential, asset.id, { type: "text", language_code: "fr", content: VTT }),
+        201,
+      ).body.track;
+      expect(vtt).toStrictEqual({
+        id: expect.any(String),
+        type: "text",
+        language_code: "fr",
+        name: "French",
+        closed_captions: false,
+        status: "ready",
+        created_at: expect.any(Number),
+      });
+      expect(vtt.created_at).toBeGreaterThanOrEqual(before);
+      h.clock.advance(1_000);
+      const srt = expectStatus(
+        await add(h, credential, asset.id, {
+          type: "text",
+          language_code: "PT-br",
+          name: "Português (CC)",
+          closed_captions: true,
+          content: SRT,
+        }),
+        201,
+      ).body.track;
+      expect(srt).toMatchObject({ language_code: "pt-BR", name: "Português (CC)", closed_captions: true });
+
+      expect((await list(h, read, asset.id)).map((t) => t.id)).toEqual([vtt.id, srt.id]);
+      expect(await h.backdoor.textTrack(srt.id)).toMatchObject({
+        id: srt.id,
+        tenant_id: owner.tenant.id,
+        asset_id: asset.id,
+        language_code: "pt-BR",
+        closed_captions: true,
+        deleted_at: null,
+      });
+      const stored = await h.objects.read(renditionKey(owner.tenant.id, asset.id, `${srt.id}/track.vtt`));
+      expect(new TextDecoder().decode(stored)).toBe(
+        "WEBVTT\n\n1\n00:00:01.000 --> 00:00:03.500\nOlá\n\n2\n00:00:03.600 --> 00:00:04.000\ntchau\n",
+      );
+      // The fake's 4 s source and a cue to 7 s: two 6 s segments, the second 1 s.
+      expect(await h.objects.exists(renditionKey(owner.tenant.id, asset.id, `${vtt.id}/1.vtt`))).toBe(true);
+      expect(await h.objects.exists(renditionKey(owner.tenant.id, asset.id, `${vtt.id}/2.vtt`))).toBe(false);
+    });
+
+    it("lists ready tracks in the session's HLS master (one subtitle group) and DASH manifest; their files play", async () => {
+      const h = subject();
+      const { credential } = await tenant(h);
+      const asset = await readyAsset(h, credential);
+      const fr = expectStatus(
+        await add(h, credential, asset.id, { type: "text", language_code: "fr", content: VTT }),
+        201,
+      ).body.track;
+      // Listed oldest first: the second is a second younger.
+      h.clock.advance(1_000);
+      const pt = expectStatus(
+        await add(h, credential, asset.id, {
+          type: "text",
+          language_code: "pt-BR",
+          closed_captions: true,
+          content: SRT,
+        }),
+        201,
+      ).body.track;
+      const { urls } = await session(h, credential, asset.id);
+
+      const master = await text(urls.manifest);
+      expect(master.status).toBe(200);
+      const media = master.body.split("\n").filter((l) => l.startsWith("#EXT-X-MEDIA:TYPE=SUBTITLES"));
+      expect(media).toEqual([
+        `#EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID="subs",NAME="French",LANGUAGE="fr",DEFAULT=NO,AUTOSELECT=YES,FORCED=NO,URI="${fr.id}/playlist.m3u8"`,
+        `#EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID="subs",NAME="Brazilian Portuguese",LANGUAGE="pt-BR",DEFAULT=NO,AUTOSELECT=YES,FORCED=NO,CHARACTERISTICS="public.accessibility.transcribes-spoken-dialog,public.accessibility.describes-music-and-sound",URI="${pt.id}/playlist.m3u8"`,
+      ]);
+      const variants = master.body.split("\n").filter((l) => l.startsWith("#EXT-X-STREAM-INF:"));
+      expect(variants.length).toBe(2);
+      for (const v of variants) expect(v).toMatch(/,SUBTITLES="subs"$/);
+
+      const base = urls.manifest.slice(0, urls.manifest.lastIndexOf("/") + 1);
+      const playlist = await text(`${base}${fr.id}/playlist.m3u8`);
+      expect(playlist.status).toBe(200);
+      expect(playlist.body).toContain("#EXT-X-TARGETDURATION:6\n");
+      expect(playlist.body).toContain("#EXTINF:6.000,\n0.vtt\n#EXTINF:1.000,\n1.vtt\n#EXT-X-ENDLIST");
+      const second = await text(`${base}${fr.id}/1.vtt`);
+      expect(second.type).toMatch(/^text\/vtt/);
+      expect(second.body).toBe(
+        "WEBVTT\nX-TIMESTAMP-MAP=MPEGTS:0,LOCAL:00:00:00.000\n\n00:00:05.000 --> 00:00:07.000\nAcross a segment boundary\n",
+      );
+      // The cue from 5 s to 7 s crosses the boundary at 6 s: in both segments.
+      expect((await text(`${base}${fr.id}/0.vtt`)).body).toContain("Across a segment boundary");
+
+      const dash = await text(urls.dash);
+      expect(dash.status).toBe(200);
+      expect(dash.type).toMatch(/^application\/dash\+xml/);
+      const sets = [
+        ...dash.body.matchAll(/<AdaptationSet [^>]*contentType="text"[\s\S]*?<\/AdaptationSet>/g),
+      ].map((m) => m[0]);
+      expect(sets).toHaveLength(2);
+      expect(sets[0]).toContain('lang="fr"');
+      expect(sets[0]).toContain('value="subtitle"');
+      expect(sets[0]).toContain(`<BaseURL>${fr.id}/track.vtt</BaseURL>`);
+      expect(sets[1]).toContain('lang="pt-BR"');
+      expect(sets[1]).toContain('value="caption"');
+      const whole = await text(`${base}${pt.id}/track.vtt`);
+      expect(whole.status).toBe(200);
+      expect(whole.body.startsWith("WEBVTT\n\n1\n00:00:01.000 --> 00:00:03.500\nOlá")).toBe(true);
+    });
+
+    it("removes a track: 204, gone from the list, the manifests and the store; again 404", async () => {
+      const h = subject();
+      const { owner, credential } = await tenant(h);
+      const asset = await readyAsset(h, credential);
+      const kept = expectStatus(
+        await add(h, credential, asset.id, { type: "text", language_code: "en", content: VTT }),
+        201,
+      ).body.track;
+      const gone = expectStatus(
+        await add(h, credential, asset.id, { type: "text", language_code: "de", content: SRT }),
+        201,
+      ).body.track;
+      const { urls } = await session(h, credential, asset.id);
+      expect((await text(urls.manifest)).body).toContain(`URI="${gone.id}/playlist.m3u8"`);
+
+      const path = `/v1/assets/${asset.id}/tracks/${gone.id}`;
+      expectNoContent(await h.api.del(path, credentialOptions(credential)));
+      expect((await list(h, credential, asset.id)).map((t) => t.id)).toEqual([kept.id]);
+      const master = (await text(urls.manifest)).body;
+      expect(master).not.toContain(gone.id);
+      expect(master).toContain(`URI="${kept.id}/playlist.m3u8"`);
+      expect((await text(urls.dash)).body).not.toContain(gone.id);
+      expect(await h.objects.exists(renditionKey(owner.tenant.id, asset.id, `${gone.id}/track.vtt`))).toBe(
+        false,
+      );
+      expect(await h.objects.exists(renditionKey(owner.tenant.id, asset.id, `${gone.id}/0.vtt`))).toBe(false);
+      expect((await h.backdoor.textTrack(gone.id))?.deleted_at).toEqual(expect.any(Number));
+      expectError(await h.api.del(path, credentialOptions(credential)), 404, "not_found");
+      // Without tracks the master is the stored one again.
+      expectNoContent(
+        await h.api.del(`/v1/assets/${asset.id}/tracks/${kept.id}`, credentialOptions(credential)),
+      );
+      expect((await text(urls.manifest)).body).not.toContain("SUBTITLES");
+    });
+
+    it("refuses content that is neither WebVTT nor SRT with 400 naming the line, and bad fields by name", async () => {
+      const h = subject();
+      const { credential } = await tenant(h);
+      const asset = await createAsset(h.api, credential, { title: "drafts take tracks too" });
+      const broken = expectInvalidFields(
+        await add(h, credential, asset.id, { type: "text", language_code: "en", content: BROKEN_VTT }),
+        [["content"]],
+      );
+      expect(broken[0]?.message).toMatch(/^line 6: /);
+      const body = (
+        await add(h, credential, asset.id, { type: "text", language_code: "en", content: "just words" })
+      ).body as unknown as { details: { line: number } };
+      expect(body.details.line).toBe(1);
+      expectInvalidFields(
+        await add(h, credential, asset.id, { type: "audio", language_code: "en", content: VTT }),
+        [["type"]],
+      );
+      expectInvalidFields(
+        await add(h, credential, asset.id, { type: "text", language_code: "not a language", content: VTT }),
+        [["language_code"]],
+      );
+      expectInvalidFields(await add(h, credential, asset.id, { type: "text", content: VTT }), [
+        ["language_code"],
+      ]);
+      expectInvalidFields(
+        await add(h, credential, asset.id, { type: "text", language_code: "en", name: "", content: VTT }),
+        [["name"]],
+      );
+      const big = `WEBVTT\n\n00:00:01.000 --> 00:00:02.000\n${"x".repeat(2 * MiB)}\n`;
+      expectInvalidFields(
+        await add(h, credential, asset.id, { type: "text", language_code: "en", content: big }),
+        [["content"]],
+      );
+      // Exactly 2 MiB of content is taken.
+      const fits = `WEBVTT\n\n00:00:01.000 --> 00:00:02.000\n`;
+      expectStatus(
+        await add(h, credential, asset.id, {
+          type: "text",
+          language_code: "en",
+          content: `${fits}${"y".repeat(2 * MiB - fits.length)}`,
+        }),
+        201,
+      );
+      expect((await list(h, credential, asset.id)).length).toBe(1);
+    });
+
+    it("takes 30 tracks per asset; the 31st is 409 quota_exceeded until one is removed", async () => {
+      const h = subject();
+      const { credential } = await tenant(h);
+      const asset = await createAsset(h.api, credential, { title: "many languages" });
+      const ids: string[] = [];
+      for (let i = 0; i < 30; i++)
+        ids.push(
+          expectStatus(
+            await add(h, credential, asset.id, { type: "text", language_code: "en", content: VTT }),
+            201,
+          ).body.track.id,
+        );
+      const refused = expectError(
+        await add(h, credential, asset.id, { type: "text", language_code: "en", content: VTT }),
+        409,
+        "conflict",
+      );
+      expect(refused.details).toEqual({ reason: "quota_exceeded", limit: 30 });
+      expect((await list(h, credential, asset.id)).length).toBe(30);
+      expectNoContent(
+        await h.api.del(`/v1/assets/${asset.id}/tracks/${ids[0]}`, credentialOptions(credential)),
+      );
+      expectStatus(
+        await add(h, credential, asset.id, { type: "text", language_code: "en", content: VTT }),
+        201,
+      );
+    });
+
+    it("needs write to add or remove and read to list; another tenant's asset or track is 404", async () => {
+      const h = subject();
+      const a = await tenant(h);
+      const b = await tenant(h);
+      const asset = await createAsset(h.api, a.credential, { title: "mine" });
+      const track = expectStatus(
+        await add(h, a.credential, asset.id, { type: "text", language_code: "en", content: VTT }),
+        201,
+      ).body.track;
+      expectError(
+        await add(h, a.read, asset.id, { type: "text", language_code: "en", content: VTT }),
+        403,
+        "forbidden",
+      );
+      expectError(
+        await h.api.del(`/v1/assets/${asset.id}/tracks/${track.id}`, credentialOptions(a.read)),
+        403,
+        "forbidden",
+      );
+      expectError(
+        await add(h, b.credential, asset.id, { type: "text", language_code: "en", content: VTT }),
+        404,
+        "not_found",
+      );
+      expectError(
+        await h.api.get(`/v1/assets/${asset.id}/tracks`, credentialOptions(b.credential)),
+        404,
+        "not_found",
+      );
+      expectError(
+        await h.api.del(`/v1/assets/${asset.id}/tracks/${track.id}`, credentialOptions(b.credential)),
+        404,
+        "not_found",
+      );
+      const other = await createAsset(h.api, b.credential, { title: "theirs" });
+      expectError(
+        await h.api.del(`/v1/assets/${other.id}/tracks/${track.id}`, credentialOptions(b.credential)),
+        404,
+        "not_found",
+      );
+      expect((await list(h, a.credential, asset.id)).map((t) => t.id)).toEqual([track.id]);
+    });
+
+    it("removes a deleted asset's track files with its renditions", async () => {
+      const h = subject();
+      const { owner, credential } = await tenant(h);
+      const asset = await readyAsset(h, credential);
+      const track = expectStatus(
+        await add(h, credential, asset.id, { type: "text", language_code: "en", content: VTT }),
+        201,
+      ).body.track;
+      const key = renditionKey(owner.tenant.id, asset.id, `${track.id}/track.vtt`);
+      expect(await h.objects.exists(key)).toBe(true);
+      expectNoContent(await h.api.del(`/v1/assets/${asset.id}`, credentialOptions(credential)));
+      for (let i = 0; i < 200 && (await h.objects.exists(key)); i++)
+        await new Promise((r) => setTimeout(r, 50));
+      expect(await h.objects.exists(key)).toBe(false);
+      expectError(
+        await h.api.get(`/v1/assets/${asset.id}/tracks`, credentialOptions(credential)),
+        404,
+        "not_found",
+      );
+    });
+  });
+};
