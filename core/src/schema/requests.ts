@@ -255,7 +255,7 @@ export const LanguageCode = Schema.String.pipe(
 
 const utf8Bytes = (s: string) => new TextEncoder().encode(s).byteLength;
 
-/** `POST /v1/assets/{id}/tracks`: the content is read (WebVTT or SRT) by the use case. */
+/** A text track of an asset: the content is read (WebVTT or SRT) by the use case. */
 export const CreateTextTrackBody = Schema.Struct({
   type: Schema.Literal("text"),
   language_code: LanguageCode,
