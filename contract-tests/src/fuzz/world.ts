@@ -256,8 +256,8 @@ export const buildWorlds = async (h: Harness, labels: ReadonlyArray<string>): Pr
           "360p/init.mp4",
           "360p/seg_1.m4s",
           "poster.jpg",
-          `${t.trackId}/playlist.m3u8`,
-          `${t.trackId}/0.vtt`,
+          `text/${t.trackId}.m3u8`,
+          `text/${t.trackId}-0.vtt`,
         ],
         stale: { bearer: stale.bearer, playback: stale.playback, revokedKey: t.revoked.key },
         victims: {

@@ -1,4 +1,4 @@
-import { renditionKey } from "@vod/core";
+import { textTrackKey } from "@vod/core";
 import { describe, expect, it } from "vitest";
 import {
   type Credential,
@@ -161,13 +161,13 @@ export const describeTextTracks = (makeSubject: MakeHttpSubject): void => {
         closed_captions: true,
         deleted_at: null,
       });
-      const stored = await h.objects.read(renditionKey(owner.tenant.id, asset.id, `${srt.id}/track.vtt`));
+      const stored = await h.objects.read(textTrackKey(owner.tenant.id, asset.id, `${srt.id}.vtt`));
       expect(new TextDecoder().decode(stored)).toBe(
         "WEBVTT\n\n1\n00:00:01.000 --> 00:00:03.500\nOlá\n\n2\n00:00:03.600 --> 00:00:04.000\ntchau\n",
       );
       // The fake's 4 s source and a cue to 7 s: two 6 s segments, the second 1 s.
-      expect(await h.objects.exists(renditionKey(owner.tenant.id, asset.id, `${vtt.id}/1.vtt`))).toBe(true);
-      expect(await h.objects.exists(renditionKey(owner.tenant.id, asset.id, `${vtt.id}/2.vtt`))).toBe(false);
+      expect(await h.objects.exists(textTrackKey(owner.tenant.id, asset.id, `${vtt.id}-1.vtt`))).toBe(true);
+      expect(await h.objects.exists(textTrackKey(owner.tenant.id, asset.id, `${vtt.id}-2.vtt`))).toBe(false);
     });
 
     it("lists ready tracks in the session's HLS master (one subtitle group) and DASH manifest; their files play", async () => {
@@ -195,25 +195,27 @@ export const describeTextTracks = (makeSubject: MakeHttpSubject): void => {
       expect(master.status).toBe(200);
       const media = master.body.split("\n").filter((l) => l.startsWith("#EXT-X-MEDIA:TYPE=SUBTITLES"));
       expect(media).toEqual([
-        `#EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID="subs",NAME="French",LANGUAGE="fr",DEFAULT=NO,AUTOSELECT=YES,FORCED=NO,URI="${fr.id}/playlist.m3u8"`,
-        `#EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID="subs",NAME="Brazilian Portuguese",LANGUAGE="pt-BR",DEFAULT=NO,AUTOSELECT=YES,FORCED=NO,CHARACTERISTICS="public.accessibility.transcribes-spoken-dialog,public.accessibility.describes-music-and-sound",URI="${pt.id}/playlist.m3u8"`,
+        `#EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID="subs",NAME="French",LANGUAGE="fr",DEFAULT=NO,AUTOSELECT=YES,FORCED=NO,URI="text/${fr.id}.m3u8"`,
+        `#EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID="subs",NAME="Brazilian Portuguese",LANGUAGE="pt-BR",DEFAULT=NO,AUTOSELECT=YES,FORCED=NO,CHARACTERISTICS="public.accessibility.transcribes-spoken-dialog,public.accessibility.describes-music-and-sound",URI="text/${pt.id}.m3u8"`,
       ]);
       const variants = master.body.split("\n").filter((l) => l.startsWith("#EXT-X-STREAM-INF:"));
       expect(variants.length).toBe(2);
       for (const v of variants) expect(v).toMatch(/,SUBTITLES="subs"$/);
 
       const base = urls.manifest.slice(0, urls.manifest.lastIndexOf("/") + 1);
-      const playlist = await text(`${base}${fr.id}/playlist.m3u8`);
+      const playlist = await text(`${base}text/${fr.id}.m3u8`);
       expect(playlist.status).toBe(200);
       expect(playlist.body).toContain("#EXT-X-TARGETDURATION:6\n");
-      expect(playlist.body).toContain("#EXTINF:6.000,\n0.vtt\n#EXTINF:1.000,\n1.vtt\n#EXT-X-ENDLIST");
-      const second = await text(`${base}${fr.id}/1.vtt`);
+      expect(playlist.body).toContain(
+        `#EXTINF:6.000,\n${fr.id}-0.vtt\n#EXTINF:1.000,\n${fr.id}-1.vtt\n#EXT-X-ENDLIST`,
+      );
+      const second = await text(`${base}text/${fr.id}-1.vtt`);
       expect(second.type).toMatch(/^text\/vtt/);
       expect(second.body).toBe(
         "WEBVTT\nX-TIMESTAMP-MAP=MPEGTS:0,LOCAL:00:00:00.000\n\n00:00:05.000 --> 00:00:07.000\nAcross a segment boundary\n",
       );
       // The cue from 5 s to 7 s crosses the boundary at 6 s: in both segments.
-      expect((await text(`${base}${fr.id}/0.vtt`)).body).toContain("Across a segment boundary");
+      expect((await text(`${base}text/${fr.id}-0.vtt`)).body).toContain("Across a segment boundary");
 
       const dash = await text(urls.dash);
       expect(dash.status).toBe(200);
@@ -224,10 +226,10 @@ export const describeTextTracks = (makeSubject: MakeHttpSubject): void => {
       expect(sets).toHaveLength(2);
       expect(sets[0]).toContain('lang="fr"');
       expect(sets[0]).toContain('value="subtitle"');
-      expect(sets[0]).toContain(`<BaseURL>${fr.id}/track.vtt</BaseURL>`);
+      expect(sets[0]).toContain(`<BaseURL>text/${fr.id}.vtt</BaseURL>`);
       expect(sets[1]).toContain('lang="pt-BR"');
       expect(sets[1]).toContain('value="caption"');
-      const whole = await text(`${base}${pt.id}/track.vtt`);
+      const whole = await text(`${base}text/${pt.id}.vtt`);
       expect(whole.status).toBe(200);
       expect(whole.body.startsWith("WEBVTT\n\n1\n00:00:01.000 --> 00:00:03.500\nOlá")).toBe(true);
     });
@@ -245,19 +247,17 @@ export const describeTextTracks = (makeSubject: MakeHttpSubject): void => {
         201,
       ).body.track;
       const { urls } = await session(h, credential, asset.id);
-      expect((await text(urls.manifest)).body).toContain(`URI="${gone.id}/playlist.m3u8"`);
+      expect((await text(urls.manifest)).body).toContain(`URI="text/${gone.id}.m3u8"`);
 
       const path = `/v1/assets/${asset.id}/tracks/${gone.id}`;
       expectNoContent(await h.api.del(path, credentialOptions(credential)));
       expect((await list(h, credential, asset.id)).map((t) => t.id)).toEqual([kept.id]);
       const master = (await text(urls.manifest)).body;
       expect(master).not.toContain(gone.id);
-      expect(master).toContain(`URI="${kept.id}/playlist.m3u8"`);
+      expect(master).toContain(`URI="text/${kept.id}.m3u8"`);
       expect((await text(urls.dash)).body).not.toContain(gone.id);
-      expect(await h.objects.exists(renditionKey(owner.tenant.id, asset.id, `${gone.id}/track.vtt`))).toBe(
-        false,
-      );
-      expect(await h.objects.exists(renditionKey(owner.tenant.id, asset.id, `${gone.id}/0.vtt`))).toBe(false);
+      expect(await h.objects.exists(textTrackKey(owner.tenant.id, asset.id, `${gone.id}.vtt`))).toBe(false);
+      expect(await h.objects.exists(textTrackKey(owner.tenant.id, asset.id, `${gone.id}-0.vtt`))).toBe(false);
       expect((await h.backdoor.textTrack(gone.id))?.deleted_at).toEqual(expect.any(Number));
       expectError(await h.api.del(path, credentialOptions(credential)), 404, "not_found");
       // Without tracks the master is the stored one again.
@@ -391,6 +391,26 @@ export const describeTextTracks = (makeSubject: MakeHttpSubject): void => {
       expect((await list(h, a.credential, asset.id)).map((t) => t.id)).toEqual([track.id]);
     });
 
+    it("keeps a track added to a draft through its processing: the ready asset's master lists it, its files play", async () => {
+      const h = subject();
+      const { credential } = await tenant(h);
+      const asset = await createAsset(h.api, credential, { title: "captioned first" });
+      const track = expectStatus(
+        await add(h, credential, asset.id, { type: "text", language_code: "en", content: VTT }),
+        201,
+      ).body.track;
+      await uploadAndComplete(h.api, credential, asset.id);
+      await untilReady(h.api, credential, asset.id);
+      const { urls } = await session(h, credential, asset.id);
+      expect((await text(urls.manifest)).body).toContain(`URI="text/${track.id}.m3u8"`);
+      const base = urls.manifest.slice(0, urls.manifest.lastIndexOf("/") + 1);
+      const playlist = await text(`${base}text/${track.id}.m3u8`);
+      expect(playlist.status).toBe(200);
+      // Added before the duration was known: segments up to the last cue's end (7 s).
+      expect(playlist.body).toContain(`${track.id}-1.vtt\n#EXT-X-ENDLIST`);
+      expect((await text(`${base}text/${track.id}-0.vtt`)).body).toContain("Bonjour");
+    });
+
     it("removes a deleted asset's track files with its renditions", async () => {
       const h = subject();
       const { owner, credential } = await tenant(h);
@@ -399,7 +419,7 @@ export const describeTextTracks = (makeSubject: MakeHttpSubject): void => {
         await add(h, credential, asset.id, { type: "text", language_code: "en", content: VTT }),
         201,
       ).body.track;
-      const key = renditionKey(owner.tenant.id, asset.id, `${track.id}/track.vtt`);
+      const key = textTrackKey(owner.tenant.id, asset.id, `${track.id}.vtt`);
       expect(await h.objects.exists(key)).toBe(true);
       expectNoContent(await h.api.del(`/v1/assets/${asset.id}`, credentialOptions(credential)));
       for (let i = 0; i < 200 && (await h.objects.exists(key)); i++)

@@ -17,6 +17,17 @@ export const renditionKey = (tenantId: string, assetId: string, path: string) =>
   `${renditionsPrefix(tenantId, assetId)}${path}`;
 
 /**
+ * Where an asset's text tracks live: beside its renditions, not under them, so that processing,
+ * which clears the renditions of an asset not yet playable, never removes a track added to it.
+ * Playback delivers them as `text/{name}`.
+ */
+export const textTracksPrefix = (tenantId: string, assetId: string) => `text-tracks/${tenantId}/${assetId}/`;
+
+/** One file of an asset's text tracks (`{track_id}.m3u8`). */
+export const textTrackKey = (tenantId: string, assetId: string, name: string) =>
+  `${textTracksPrefix(tenantId, assetId)}${name}`;
+
+/**
  * Where the chunks of a long source's renditions wait to be joined and packaged: outside the
  * renditions prefix, so playback never serves them.
  */

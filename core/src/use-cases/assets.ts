@@ -1,7 +1,7 @@
 import { Effect, Option } from "effect";
 import type { VodConfig } from "../config.js";
 import { assetDetailsChange, newAssetDraft } from "../domain/asset.js";
-import { chunksPrefix, originKey, renditionsPrefix } from "../domain/object-keys.js";
+import { chunksPrefix, originKey, renditionsPrefix, textTracksPrefix } from "../domain/object-keys.js";
 import { InvalidRequest, NotFound, type StorageError } from "../errors.js";
 import { type Job, JobFailed } from "../ports/job-queue.js";
 import type { AssetKey } from "../ports/repositories.js";
@@ -144,8 +144,8 @@ export const makeAssets = (ports: VodPorts, config: VodConfig, endPlayback: EndP
     });
 
   /**
-   * The `delete-asset` job: sessions revoked, open uploads' parts aborted, origin and renditions
-   * removed. Every step is harmless to repeat (at least once delivery). An upload started while
+   * The `delete-asset` job: sessions revoked, open uploads' parts aborted, origin, renditions
+   * and text tracks removed. Every step is harmless to repeat (at least once delivery). An upload started while
    * the delete ran is found open here and closed too.
    */
   const removeObjects = (job: Job<"delete-asset">): Effect.Effect<void, JobFailed> =>
@@ -163,6 +163,7 @@ export const makeAssets = (ports: VodPorts, config: VodConfig, endPlayback: EndP
       yield* objectStore.deletePrefix(key);
       yield* objectStore.deletePrefix(renditionsPrefix(tenant_id, asset_id));
       yield* objectStore.deletePrefix(chunksPrefix(tenant_id, asset_id));
+      yield* objectStore.deletePrefix(textTracksPrefix(tenant_id, asset_id));
     }).pipe(
       Effect.catchTag(
         "StorageError",

@@ -1,11 +1,11 @@
 import { Effect, Option } from "effect";
-import { renditionKey } from "../domain/object-keys.js";
+import { renditionKey, textTrackKey } from "../domain/object-keys.js";
 import { NotFound } from "../errors.js";
 import type { ByteStream } from "../ports/object-store.js";
 import type { VodPorts } from "../tokens.js";
 import type { VerifyPlaybackToken } from "./playback-sessions.js";
 import { readText } from "./support.js";
-import { withSubtitles, withTextAdaptationSets } from "./text-track-manifests.js";
+import { TEXT_DIRECTORY, withSubtitles, withTextAdaptationSets } from "./text-track-manifests.js";
 
 /** A segment URL of the store, for redirect delivery, lives this long (DECISIONS). */
 export const DELIVERY_URL_TTL_MS = 300_000;
@@ -79,7 +79,9 @@ export const makePlaybackDelivery = (ports: VodPorts, verify: VerifyPlaybackToke
     Effect.gen(function* () {
       const claims = yield* verify(token);
       if (!isRenditionFile(path)) return yield* Effect.fail(new NotFound({ message: "no such file" }));
-      const key = renditionKey(claims.tenantId, claims.assetId, path);
+      const key = path.startsWith(TEXT_DIRECTORY)
+        ? textTrackKey(claims.tenantId, claims.assetId, path.slice(TEXT_DIRECTORY.length))
+        : renditionKey(claims.tenantId, claims.assetId, path);
       const head = yield* store.head(key);
       if (Option.isNone(head)) return yield* Effect.fail(new NotFound({ message: "no such file" }));
       // Segments may come straight from the store; playlists never do (token and revocation

@@ -4,15 +4,21 @@ import type { TextTrackCue } from "../ports/text-track-reader.js";
 /** Subtitle segments are as long as the renditions' (processing.ts SEGMENT_SECONDS). */
 const TEXT_SEGMENT_MS = 6_000;
 
-/** The files of a track under the asset's renditions, by path relative to them. */
+/** Where playback delivers the asset's text tracks: `text/{name}` under the session's files. */
+export const TEXT_DIRECTORY = "text/";
+
+/**
+ * The names of a track's files (`textTrackKey` stores them, `TEXT_DIRECTORY` delivers them).
+ * Ids hold no `-` or `.`, so the two prefixes of one track's names are no other track's.
+ */
 export const textTrackFiles = {
   /** The whole track as one WebVTT file: what the DASH manifest points at. */
-  whole: (trackId: string) => `${trackId}/track.vtt`,
+  whole: (trackId: string) => `${trackId}.vtt`,
   /** The HLS media playlist of its segments. */
-  playlist: (trackId: string) => `${trackId}/playlist.m3u8`,
-  segment: (trackId: string, index: number) => `${trackId}/${index}.vtt`,
-  /** The prefix of them all: what removing the track deletes. */
-  prefix: (trackId: string) => `${trackId}/`,
+  playlist: (trackId: string) => `${trackId}.m3u8`,
+  segment: (trackId: string, index: number) => `${trackId}-${index}.vtt`,
+  /** Prefixes of every name of the track: what removing it deletes. */
+  prefixes: (trackId: string) => [`${trackId}.`, `${trackId}-`],
 };
 
 /**
@@ -34,14 +40,14 @@ export const textTrackOutput = (
   trackId: string,
   cues: ReadonlyArray<TextTrackCue>,
   durationMs: number | null,
-): ReadonlyArray<{ readonly path: string; readonly contentType: string; readonly text: string }> => {
+): ReadonlyArray<{ readonly name: string; readonly contentType: string; readonly text: string }> => {
   const end = Math.max(durationMs ?? 0, ...cues.map((c) => c.endMs), 1);
   const count = Math.ceil(end / TEXT_SEGMENT_MS);
   const segments = Array.from({ length: count }, (_, i) => {
     const from = i * TEXT_SEGMENT_MS;
     const to = Math.min(end, from + TEXT_SEGMENT_MS);
     return {
-      path: textTrackFiles.segment(trackId, i),
+      name: textTrackFiles.segment(trackId, i),
       seconds: (to - from) / 1000,
       cues: cues.filter((c) => c.startMs < to && c.endMs > from),
     };
@@ -52,14 +58,14 @@ export const textTrackOutput = (
     `#EXT-X-TARGETDURATION:${TEXT_SEGMENT_MS / 1000}`,
     "#EXT-X-MEDIA-SEQUENCE:0",
     "#EXT-X-PLAYLIST-TYPE:VOD",
-    ...segments.flatMap((s, i) => [`#EXTINF:${s.seconds.toFixed(3)},`, `${i}.vtt`]),
+    ...segments.flatMap((s) => [`#EXTINF:${s.seconds.toFixed(3)},`, s.name]),
     "#EXT-X-ENDLIST",
     "",
   ].join("\n");
   return [
-    ...segments.map((s) => ({ path: s.path, contentType: "text/vtt", text: vttOf(s.cues, [TIMESTAMP_MAP]) })),
-    { path: textTrackFiles.whole(trackId), contentType: "text/vtt", text: vttOf(cues) },
-    { path: textTrackFiles.playlist(trackId), contentType: "application/vnd.apple.mpegurl", text: playlist },
+    ...segments.map((s) => ({ name: s.name, contentType: "text/vtt", text: vttOf(s.cues, [TIMESTAMP_MAP]) })),
+    { name: textTrackFiles.whole(trackId), contentType: "text/vtt", text: vttOf(cues) },
+    { name: textTrackFiles.playlist(trackId), contentType: "application/vnd.apple.mpegurl", text: playlist },
   ];
 };
 
@@ -93,7 +99,7 @@ export const withSubtitles = (master: string, tracks: ReadonlyArray<TextTrack>):
       (t.closed_captions
         ? 'CHARACTERISTICS="public.accessibility.transcribes-spoken-dialog,public.accessibility.describes-music-and-sound",'
         : "") +
-      `URI=${quoted(textTrackFiles.playlist(t.id))}`,
+      `URI=${quoted(`${TEXT_DIRECTORY}${textTrackFiles.playlist(t.id)}`)}`,
   );
   const lines = master.split("\n");
   const firstVariant = lines.findIndex((l) => l.startsWith("#EXT-X-STREAM-INF:"));
@@ -121,7 +127,7 @@ export const withTextAdaptationSets = (manifest: string, tracks: ReadonlyArray<T
       `      <Role schemeIdUri="urn:mpeg:dash:role:2011" value="${t.closed_captions ? "caption" : "subtitle"}"/>\n` +
       `      <Label>${xmlEscaped(names[i]!)}</Label>\n` +
       `      <Representation id="${xmlEscaped(t.id)}" bandwidth="256">\n` +
-      `        <BaseURL>${xmlEscaped(textTrackFiles.whole(t.id))}</BaseURL>\n` +
+      `        <BaseURL>${xmlEscaped(`${TEXT_DIRECTORY}${textTrackFiles.whole(t.id)}`)}</BaseURL>\n` +
       "      </Representation>\n" +
       "    </AdaptationSet>\n",
   );

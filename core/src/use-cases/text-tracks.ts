@@ -1,5 +1,5 @@
 import { Effect } from "effect";
-import { renditionKey } from "../domain/object-keys.js";
+import { textTrackKey } from "../domain/object-keys.js";
 import { MAX_TEXT_TRACKS_PER_ASSET, type TextTrack } from "../domain/text-track.js";
 import { InternalError, InvalidRequest, NotFound } from "../errors.js";
 import type { Requests } from "../schema/index.js";
@@ -35,11 +35,18 @@ const quotaOfTracks = () =>
 
 /**
  * Text tracks (DECISIONS "Images, downloads and text tracks"): WebVTT or SRT read once, stored
- * as WebVTT under the asset's renditions (the whole file and HLS segments), listed by the
+ * as WebVTT under the asset's text-track prefix (the whole file and HLS segments), listed by the
  * manifests a player fetches from then on (playback-delivery.ts adds them as it serves them).
  */
 export const makeTextTracks = (ports: VodPorts) => {
   const { clock, ids, storage, objectStore: store } = ports;
+
+  const removeFiles = (tenantId: string, assetId: string, trackId: string) =>
+    Effect.forEach(
+      textTrackFiles.prefixes(trackId),
+      (prefix) => store.deletePrefix(textTrackKey(tenantId, assetId, prefix)),
+      { discard: true },
+    );
 
   const assetOf = (principal: Principal, assetId: string) =>
     orNotFound("asset")(storage.assets.get(principal.tenant.id, assetId));
@@ -78,11 +85,11 @@ export const makeTextTracks = (ports: VodPorts) => {
         created_at: clock.now(),
         deleted_at: null,
       };
-      const key = (path: string) => renditionKey(tenantId, asset.id, path);
+      const key = (name: string) => textTrackKey(tenantId, asset.id, name);
       // Stored before the track is recorded: a manifest never lists a track whose files are not there.
       yield* Effect.forEach(
         textTrackOutput(track.id, cues, asset.source_duration_ms),
-        (file) => store.put(key(file.path), once(file.text), file.contentType),
+        (file) => store.put(key(file.name), once(file.text), file.contentType),
         { concurrency: 4, discard: true },
       );
       const recorded = yield* storage.transaction((tx) =>
@@ -94,7 +101,7 @@ export const makeTextTracks = (ports: VodPorts) => {
         }),
       );
       if (!recorded) {
-        yield* store.deletePrefix(key(textTrackFiles.prefix(track.id)));
+        yield* removeFiles(tenantId, asset.id, track.id);
         return yield* Effect.fail(quotaOfTracks());
       }
       return { track: view(track) };
@@ -113,7 +120,7 @@ export const makeTextTracks = (ports: VodPorts) => {
       const asset = yield* assetOf(principal, assetId);
       const removed = yield* storage.textTracks.remove(asset.tenant_id, asset.id, trackId, clock.now());
       if (!removed) return yield* Effect.fail(new NotFound({ message: "text track not found" }));
-      yield* store.deletePrefix(renditionKey(asset.tenant_id, asset.id, textTrackFiles.prefix(trackId)));
+      yield* removeFiles(asset.tenant_id, asset.id, trackId);
     });
 
   return { add, list, remove };
