@@ -257,7 +257,7 @@ export const buildWorlds = async (h: Harness, labels: ReadonlyArray<string>): Pr
           "360p/seg_1.m4s",
           "poster.jpg",
           `text/${t.trackId}.m3u8`,
-          `text/${t.trackId}-0.vtt`,
+          `text/${t.trackId}-segments.vtt`,
         ],
         stale: { bearer: stale.bearer, playback: stale.playback, revokedKey: t.revoked.key },
         victims: {

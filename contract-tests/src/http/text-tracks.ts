@@ -165,9 +165,9 @@ export const describeTextTracks = (makeSubject: MakeHttpSubject): void => {
       expect(new TextDecoder().decode(stored)).toBe(
         "WEBVTT\n\n1\n00:00:01.000 --> 00:00:03.500\nOlá\n\n2\n00:00:03.600 --> 00:00:04.000\ntchau\n",
       );
-      // The fake's 4 s source and a cue to 7 s: two 6 s segments, the second 1 s.
-      expect(await h.objects.exists(textTrackKey(owner.tenant.id, asset.id, `${vtt.id}-1.vtt`))).toBe(true);
-      expect(await h.objects.exists(textTrackKey(owner.tenant.id, asset.id, `${vtt.id}-2.vtt`))).toBe(false);
+      // Three objects a track, whatever its length: the whole file, the segments, the playlist.
+      for (const name of [`${vtt.id}.vtt`, `${vtt.id}-segments.vtt`, `${vtt.id}.m3u8`])
+        expect(await h.objects.exists(textTrackKey(owner.tenant.id, asset.id, name))).toBe(true);
     });
 
     it("lists ready tracks in the session's HLS master (one subtitle group) and DASH manifest; their files play", async () => {
@@ -206,16 +206,30 @@ export const describeTextTracks = (makeSubject: MakeHttpSubject): void => {
       const playlist = await text(`${base}text/${fr.id}.m3u8`);
       expect(playlist.status).toBe(200);
       expect(playlist.body).toContain("#EXT-X-TARGETDURATION:6\n");
-      expect(playlist.body).toContain(
-        `#EXTINF:6.000,\n${fr.id}-0.vtt\n#EXTINF:1.000,\n${fr.id}-1.vtt\n#EXT-X-ENDLIST`,
-      );
-      const second = await text(`${base}text/${fr.id}-1.vtt`);
-      expect(second.type).toMatch(/^text\/vtt/);
-      expect(second.body).toBe(
+      // The fake's 4 s source and a cue to 7 s: two segments, 6 s and 1 s, byte ranges of one file.
+      const ranges = [...playlist.body.matchAll(/#EXTINF:([\d.]+),\n#EXT-X-BYTERANGE:(\d+)@(\d+)\n(\S+)\n/g)];
+      expect(ranges.map((m) => [m[1], m[4]])).toEqual([
+        ["6.000", `${fr.id}-segments.vtt`],
+        ["1.000", `${fr.id}-segments.vtt`],
+      ]);
+      const segment = async (i: number) => {
+        const [, , length, offset] = ranges[i]!;
+        const res = await fetch(`${base}text/${fr.id}-segments.vtt`, {
+          headers: { range: `bytes=${offset}-${Number(offset) + Number(length) - 1}` },
+        });
+        expect(res.status).toBe(206);
+        expect(res.headers.get("content-type")).toMatch(/^text\/vtt/);
+        return res.text();
+      };
+      expect(await segment(1)).toBe(
         "WEBVTT\nX-TIMESTAMP-MAP=MPEGTS:0,LOCAL:00:00:00.000\n\n00:00:05.000 --> 00:00:07.000\nAcross a segment boundary\n",
       );
       // The cue from 5 s to 7 s crosses the boundary at 6 s: in both segments.
-      expect((await text(`${base}text/${fr.id}-0.vtt`)).body).toContain("Across a segment boundary");
+      const first = await segment(0);
+      expect(
+        first.startsWith("WEBVTT\nX-TIMESTAMP-MAP=MPEGTS:0,LOCAL:00:00:00.000\n\nfirst\n00:00:00.500"),
+      ).toBe(true);
+      expect(first).toContain("Across a segment boundary");
 
       const dash = await text(urls.dash);
       expect(dash.status).toBe(200);
@@ -257,7 +271,10 @@ export const describeTextTracks = (makeSubject: MakeHttpSubject): void => {
       expect(master).toContain(`URI="text/${kept.id}.m3u8"`);
       expect((await text(urls.dash)).body).not.toContain(gone.id);
       expect(await h.objects.exists(textTrackKey(owner.tenant.id, asset.id, `${gone.id}.vtt`))).toBe(false);
-      expect(await h.objects.exists(textTrackKey(owner.tenant.id, asset.id, `${gone.id}-0.vtt`))).toBe(false);
+      expect(await h.objects.exists(textTrackKey(owner.tenant.id, asset.id, `${gone.id}-segments.vtt`))).toBe(
+        false,
+      );
+      expect(await h.objects.exists(textTrackKey(owner.tenant.id, asset.id, `${gone.id}.m3u8`))).toBe(false);
       expect((await h.backdoor.textTrack(gone.id))?.deleted_at).toEqual(expect.any(Number));
       expectError(await h.api.del(path, credentialOptions(credential)), 404, "not_found");
       // Without tracks the master is the stored one again.
@@ -407,8 +424,8 @@ export const describeTextTracks = (makeSubject: MakeHttpSubject): void => {
       const playlist = await text(`${base}text/${track.id}.m3u8`);
       expect(playlist.status).toBe(200);
       // Added before the duration was known: segments up to the last cue's end (7 s).
-      expect(playlist.body).toContain(`${track.id}-1.vtt\n#EXT-X-ENDLIST`);
-      expect((await text(`${base}text/${track.id}-0.vtt`)).body).toContain("Bonjour");
+      expect(playlist.body.match(/#EXTINF:/g)).toHaveLength(2);
+      expect((await text(`${base}text/${track.id}-segments.vtt`)).body).toContain("Bonjour");
     });
 
     it("removes a deleted asset's track files with its renditions", async () => {

@@ -16,7 +16,8 @@ export const textTrackFiles = {
   whole: (trackId: string) => `${trackId}.vtt`,
   /** The HLS media playlist of its segments. */
   playlist: (trackId: string) => `${trackId}.m3u8`,
-  segment: (trackId: string, index: number) => `${trackId}-${index}.vtt`,
+  /** Its WebVTT segments one after the other, each a whole WebVTT file: the playlist's byte ranges. */
+  segments: (trackId: string) => `${trackId}-segments.vtt`,
   /** Prefixes of every name of the track: what removing it deletes. */
   prefixes: (trackId: string) => [`${trackId}.`, `${trackId}-`],
 };
@@ -34,36 +35,51 @@ const vttOf = (cues: ReadonlyArray<TextTrackCue>, header: ReadonlyArray<string> 
 /**
  * A track's files: the whole WebVTT, and segmented WebVTT with its HLS media playlist. The
  * segments cover `durationMs` (the asset's, when known) or up to the last cue's end, whichever is
- * longer; a cue crossing a segment boundary is in both segments, as RFC 8216 3.5 asks.
+ * longer; a cue crossing a segment boundary is in both segments, as RFC 8216 3.5 asks. They are
+ * stored as one object, each segment a byte range of it (`EXT-X-BYTERANGE`): a track spanning
+ * hours is thousands of 6 s segments, which as objects of their own made adding it take seconds.
  */
 export const textTrackOutput = (
   trackId: string,
   cues: ReadonlyArray<TextTrackCue>,
   durationMs: number | null,
 ): ReadonlyArray<{ readonly name: string; readonly contentType: string; readonly text: string }> => {
-  const end = Math.max(durationMs ?? 0, ...cues.map((c) => c.endMs), 1);
+  const end = cues.reduce((last, c) => Math.max(last, c.endMs), Math.max(durationMs ?? 0, 1));
   const count = Math.ceil(end / TEXT_SEGMENT_MS);
-  const segments = Array.from({ length: count }, (_, i) => {
+  // Each cue goes to the segments it overlaps: one pass, in file order, however many segments.
+  const cuesOf = Array.from({ length: count }, (): TextTrackCue[] => []);
+  for (const cue of cues) {
+    const last = Math.min(count - 1, Math.ceil(cue.endMs / TEXT_SEGMENT_MS) - 1);
+    for (let i = Math.floor(cue.startMs / TEXT_SEGMENT_MS); i <= last; i++) cuesOf[i]!.push(cue);
+  }
+  const encoder = new TextEncoder();
+  const segmentsName = textTrackFiles.segments(trackId);
+  let offset = 0;
+  const segments = cuesOf.map((segmentCues, i) => {
     const from = i * TEXT_SEGMENT_MS;
     const to = Math.min(end, from + TEXT_SEGMENT_MS);
-    return {
-      name: textTrackFiles.segment(trackId, i),
-      seconds: (to - from) / 1000,
-      cues: cues.filter((c) => c.startMs < to && c.endMs > from),
-    };
+    const text = vttOf(segmentCues, [TIMESTAMP_MAP]);
+    const bytes = encoder.encode(text).byteLength;
+    const range = `${bytes}@${offset}`;
+    offset += bytes;
+    return { seconds: (to - from) / 1000, text, range };
   });
   const playlist = [
     "#EXTM3U",
-    "#EXT-X-VERSION:3",
+    "#EXT-X-VERSION:4",
     `#EXT-X-TARGETDURATION:${TEXT_SEGMENT_MS / 1000}`,
     "#EXT-X-MEDIA-SEQUENCE:0",
     "#EXT-X-PLAYLIST-TYPE:VOD",
-    ...segments.flatMap((s) => [`#EXTINF:${s.seconds.toFixed(3)},`, s.name]),
+    ...segments.flatMap((s) => [
+      `#EXTINF:${s.seconds.toFixed(3)},`,
+      `#EXT-X-BYTERANGE:${s.range}`,
+      segmentsName,
+    ]),
     "#EXT-X-ENDLIST",
     "",
   ].join("\n");
   return [
-    ...segments.map((s) => ({ name: s.name, contentType: "text/vtt", text: vttOf(s.cues, [TIMESTAMP_MAP]) })),
+    { name: segmentsName, contentType: "text/vtt", text: segments.map((s) => s.text).join("") },
     { name: textTrackFiles.whole(trackId), contentType: "text/vtt", text: vttOf(cues) },
     { name: textTrackFiles.playlist(trackId), contentType: "application/vnd.apple.mpegurl", text: playlist },
   ];

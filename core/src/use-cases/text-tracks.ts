@@ -90,7 +90,7 @@ export const makeTextTracks = (ports: VodPorts) => {
       yield* Effect.forEach(
         textTrackOutput(track.id, cues, asset.source_duration_ms),
         (file) => store.put(key(file.name), once(file.text), file.contentType),
-        { concurrency: 4, discard: true },
+        { concurrency: 3, discard: true },
       );
       const recorded = yield* storage.transaction((tx) =>
         Effect.gen(function* () {
