@@ -24,8 +24,7 @@ export const textTrackFiles = {
 
 /**
  * The segments' cue times are the media's presentation times, which start at 0 in the packaged
- * fMP4: the map says so, so that a player does not take them as MPEG-TS times (Apple's default
- * for a segment without it is the transport stream's clock).
+ * fMP4: the map says so, rather than leaving each player to assume a mapping.
  */
 const TIMESTAMP_MAP = "X-TIMESTAMP-MAP=MPEGTS:0,LOCAL:00:00:00.000";
 
@@ -37,7 +36,7 @@ const vttOf = (cues: ReadonlyArray<TextTrackCue>, header: ReadonlyArray<string> 
  * segments cover `durationMs` (the asset's, when known) or up to the last cue's end, whichever is
  * longer; a cue crossing a segment boundary is in both segments, as RFC 8216 3.5 asks. They are
  * stored as one object, each segment a byte range of it (`EXT-X-BYTERANGE`): a track spanning
- * hours is thousands of 6 s segments, which as objects of their own made adding it take seconds.
+ * hours has thousands of segments, too many objects to write for one request.
  */
 export const textTrackOutput = (
   trackId: string,
