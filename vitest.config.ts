@@ -32,6 +32,7 @@ export default defineConfig({
       "@vod/adapter-webhook-http": src("adapters/webhook-http"),
       "@vod/adapter-smtp": src("adapters/smtp"),
       "@vod/client": src("clients/client"),
+      "@vod/adapter-webvtt": src("adapters/webvtt"),
       "@vod/host-express": src("hosts/express"),
       "@vod/contract-tests": src("contract-tests"),
       "@vod/test-services": src("test-services"),

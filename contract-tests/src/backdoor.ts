@@ -9,6 +9,7 @@ import type {
   RefreshToken,
   Tenant,
   TenantStatus,
+  TextTrack,
   UploadSession,
   UserRecord,
   Webhook,
@@ -33,6 +34,8 @@ export interface StorageBackdoor {
   playbackSession(id: string): Promise<PlaybackSession | undefined>;
   /** The asset's content key as stored (wrapped). */
   contentKey(assetId: string): Promise<ContentKey | undefined>;
+  /** The text track as stored, a removed one too (deleted_at set). */
+  textTrack(id: string): Promise<TextTrack | undefined>;
   /** The webhook as stored, a deleted one too (deleted_at set). */
   webhook(id: string): Promise<Webhook | undefined>;
   /**

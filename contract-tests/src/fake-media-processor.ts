@@ -44,10 +44,37 @@ const trackBytes = (track: PackagedTrack) =>
   );
 
 /**
+ * A DASH manifest of the variants a master lists (`BANDWIDTH`, `RESOLUTION`, `name/playlist.m3u8`),
+ * each as the fake packages it: an init segment and one 4 s segment; ContentProtection with the
+ * key id for DRM, as the real packaging writes it.
+ */
+const dashOf = (master: string, keyId: string | undefined) => {
+  const representations = [
+    ...master.matchAll(/BANDWIDTH=(\d+),RESOLUTION=(\d+)x(\d+)\n([^/\n]+)\/playlist\.m3u8/g),
+  ].map(
+    ([, bandwidth, width, height, name]) =>
+      `      <Representation id="${name}" bandwidth="${bandwidth}" width="${width}" height="${height}" codecs="avc1.64001f" mimeType="video/mp4">\n` +
+      `        <SegmentTemplate timescale="1000" duration="4000" initialization="${name}/init.mp4" media="${name}/seg_$Number$.m4s" startNumber="1"/>\n` +
+      "      </Representation>\n",
+  );
+  const kid = keyId?.replace(/^(.{8})(.{4})(.{4})(.{4})(.{12})$/, "$1-$2-$3-$4-$5");
+  return (
+    '<?xml version="1.0" encoding="UTF-8"?>\n' +
+    '<MPD xmlns="urn:mpeg:dash:schema:mpd:2011" xmlns:cenc="urn:mpeg:cenc:2013" profiles="urn:mpeg:dash:profile:isoff-live:2011" type="static" mediaPresentationDuration="PT4S" minBufferTime="PT2S">\n' +
+    '  <Period id="0">\n    <AdaptationSet id="0" contentType="video">\n' +
+    (kid
+      ? `      <ContentProtection value="cenc" schemeIdUri="urn:mpeg:dash:mp4protection:2011" cenc:default_KID="${kid}"/>\n`
+      : "") +
+    representations.join("") +
+    "    </AdaptationSet>\n  </Period>\n</MPD>\n"
+  );
+};
+
+/**
  * A media processor that never looks at the source: every upload probes as a 4 s 640x360 H.264
  * video, planned as the ladder's rungs at or below 360p (360p and 240p with the default ladder),
  * each packaged into a tiny HLS set (a media playlist, an init segment, one segment), with the
- * poster and the master (listing the variants of `options.master` too). Suites that need a ready
+ * poster, the DASH manifest and the master (listing the variants of `options.master` too). Suites that need a ready
  * asset without ffmpeg's seconds use it. A DRM asset's media playlists name its key id in the
  * ClearKey line, as the real packaging does. `remux` joins the tracks' stored bytes (video, then
  * audio) into the file it emits: what it reads is what is served.
@@ -108,6 +135,11 @@ export const fakeMediaProcessor = (): MediaProcessor => {
           ]),
           ...(shared ? [{ path: "poster.jpg", contentType: "image/jpeg", bytes: bytesOf("poster") }] : []),
           {
+            path: "manifest.mpd",
+            contentType: "application/dash+xml",
+            bytes: bytesOf(dashOf([...listed, ...planned.map(variant)].join(""), options?.encryption?.keyId)),
+          },
+          {
             path: "master.m3u8",
             contentType: "application/vnd.apple.mpegurl",
             bytes: bytesOf([...listed, ...planned.map(variant)].join("")),
@@ -118,6 +150,7 @@ export const fakeMediaProcessor = (): MediaProcessor => {
         const output: PackagedOutput = {
           files: files.map((f) => ({ path: f.path, contentType: f.contentType, size: f.bytes.byteLength })),
           master: "master.m3u8",
+          manifest: "manifest.mpd",
           poster: shared ? "poster.jpg" : undefined,
           renditions: planned.map((p) => p.rendition),
         };

@@ -1,4 +1,4 @@
-import { AssetId, Conflict, PlaybackSessionId, type Storage, TenantId } from "@vod/core";
+import { AssetId, Conflict, PlaybackSessionId, type Storage, TenantId, type TextTrack } from "@vod/core";
 import { Effect, Either, Option } from "effect";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { StorageBackdoor } from "./backdoor.js";
@@ -785,6 +785,54 @@ export const describeStorage = (name: string, makeSubject: () => Promise<Storage
         );
         expect(results.every((r) => r.marked)).toBe(true);
         expect(results.filter((r) => r.left === 0)).toHaveLength(1);
+      });
+    });
+
+    describe("text tracks", () => {
+      const aTrack = (
+        asset: { tenant_id: string; id: string },
+        over: Partial<TextTrack> = {},
+      ): TextTrack => ({
+        id: uid("trk"),
+        tenant_id: asset.tenant_id,
+        asset_id: asset.id,
+        type: "text",
+        language_code: "en",
+        name: "English",
+        closed_captions: false,
+        status: "ready",
+        created_at: 1_000,
+        deleted_at: null,
+        ...over,
+      });
+
+      it("stores an asset's tracks, lists and counts the live ones oldest first, removes each once, within its tenant and asset", async () => {
+        const { tenant } = await tenantWithUser();
+        const asset = anAsset(tenant);
+        const sibling = anAsset(tenant);
+        for (const a of [asset, sibling]) await run(storage.assets.insert(a));
+        const late = aTrack(asset, { created_at: 2_000, language_code: "pt-BR", closed_captions: true });
+        const early = aTrack(asset, { created_at: 1_000, name: 'Captions "quoted" 字幕' });
+        const elsewhere = aTrack(sibling);
+        for (const t of [late, early, elsewhere]) await run(storage.textTracks.insert(t));
+
+        expect(await run(storage.textTracks.list(tenant.id, asset.id))).toEqual([early, late]);
+        expect(await run(storage.textTracks.count(tenant.id, asset.id))).toBe(2);
+        expect(await run(storage.textTracks.get(tenant.id, asset.id, late.id))).toEqual(Option.some(late));
+        expect(await db.textTrack(late.id)).toEqual(late);
+        // Another tenant's or another asset's id finds nothing, and removes nothing.
+        expect(await run(storage.textTracks.list("tnt_other", asset.id))).toEqual([]);
+        expect(await run(storage.textTracks.get(tenant.id, sibling.id, late.id))).toEqual(Option.none());
+        expect(await run(storage.textTracks.remove("tnt_other", asset.id, late.id, 5))).toBe(false);
+        expect(await run(storage.textTracks.remove(tenant.id, sibling.id, late.id, 5))).toBe(false);
+
+        expect(await run(storage.textTracks.remove(tenant.id, asset.id, late.id, 3_000))).toBe(true);
+        expect(await run(storage.textTracks.remove(tenant.id, asset.id, late.id, 4_000))).toBe(false);
+        expect(await run(storage.textTracks.list(tenant.id, asset.id))).toEqual([early]);
+        expect(await run(storage.textTracks.count(tenant.id, asset.id))).toBe(1);
+        expect(await run(storage.textTracks.get(tenant.id, asset.id, late.id))).toEqual(Option.none());
+        expect(await db.textTrack(late.id)).toEqual({ ...late, deleted_at: 3_000 });
+        expect(await run(storage.textTracks.count(tenant.id, sibling.id))).toBe(1);
       });
     });
 

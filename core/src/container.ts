@@ -20,6 +20,7 @@ export const resolvePorts = (ctx: ResolutionContext): VodPorts => ({
   jobQueue: ctx.get(Tokens.JobQueue, { optional: true }),
   mediaProcessor: ctx.get(Tokens.MediaProcessor, { optional: true }),
   imageMaker: ctx.get(Tokens.ImageMaker, { optional: true }),
+  textTrackReader: ctx.get(Tokens.TextTrackReader, { optional: true }),
   metrics: ctx.get(Tokens.Metrics, { optional: true }),
   webhookSender: ctx.get(Tokens.WebhookSender, { optional: true }),
   mailer: ctx.get(Tokens.Mailer, { optional: true }),

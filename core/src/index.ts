@@ -8,6 +8,7 @@ export { MailNotSent } from "./ports/mailer.js";
 export { MediaRejected } from "./ports/media-processor.js";
 export { isValidRange, PartRejected, PartsMismatched } from "./ports/object-store.js";
 export { ProcessingStages, timedStage } from "./ports/processing-stages.js";
+export { TextTrackRejected } from "./ports/text-track-reader.js";
 export { TokenRejected } from "./ports/token-signer.js";
 export { UrlRefused } from "./ports/webhook-sender.js";
 export * from "./schema/index.js";

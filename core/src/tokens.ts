@@ -13,6 +13,7 @@ import type { RateLimiter } from "./ports/rate-limiter.js";
 import type { RevocationFeed, RevocationStore } from "./ports/revocation-store.js";
 import type { Storage } from "./ports/storage.js";
 import type { TelemetrySink } from "./ports/telemetry-sink.js";
+import type { TextTrackReader } from "./ports/text-track-reader.js";
 import type { TokenSigner } from "./ports/token-signer.js";
 import type { WebhookSender } from "./ports/webhook-sender.js";
 
@@ -33,6 +34,7 @@ export const Tokens = {
   Links: Symbol.for("vod.Links"),
   MediaProcessor: Symbol.for("vod.MediaProcessor"),
   ImageMaker: Symbol.for("vod.ImageMaker"),
+  TextTrackReader: Symbol.for("vod.TextTrackReader"),
   RevocationStore: Symbol.for("vod.RevocationStore"),
   RevocationFeed: Symbol.for("vod.RevocationFeed"),
   TelemetrySink: Symbol.for("vod.TelemetrySink"),
@@ -68,6 +70,8 @@ export interface VodPorts {
   readonly mediaProcessor?: MediaProcessor | undefined;
   /** Only processes that serve the media app need it: images are made there on request. */
   readonly imageMaker?: ImageMaker | undefined;
+  /** Reads uploaded text tracks (WebVTT, SRT); absent, text tracks cannot be added. */
+  readonly textTrackReader?: TextTrackReader | undefined;
   /** What operators see of the platform's work; absent, nothing is counted. */
   readonly metrics?: Metrics | undefined;
   /** Checks webhook URLs and sends events; absent, webhooks cannot be created or delivered. */

@@ -10,6 +10,7 @@ import { makePlayback } from "./use-cases/playback.js";
 import { makeProcessing } from "./use-cases/processing.js";
 import { makeStaticRenditions } from "./use-cases/static-renditions.js";
 import { makeTenants } from "./use-cases/tenants.js";
+import { makeTextTracks } from "./use-cases/text-tracks.js";
 import { makeUploads } from "./use-cases/uploads.js";
 import { makeWebhooks } from "./use-cases/webhooks.js";
 
@@ -45,6 +46,8 @@ export interface Vod {
    */
   readonly tenants: ReturnType<typeof makeTenants>;
   readonly assets: ReturnType<typeof makeAssets>;
+  /** An asset's text tracks (captions, subtitles). */
+  readonly textTracks: ReturnType<typeof makeTextTracks>;
   readonly uploads: ReturnType<typeof makeUploads>;
   readonly processing: ReturnType<typeof makeProcessing>;
   /** The `static-renditions` job (their delivery is playback's). */
@@ -87,6 +90,7 @@ export const createVod = (ports: VodPorts, configInput?: VodConfigInput): Vod =>
     apiKeys: makeApiKeys(ports, config, credentials.forget),
     tenants,
     assets: makeAssets(ports, config, playback.endForAsset),
+    textTracks: makeTextTracks(ports),
     uploads: makeUploads(ports, config, credentials.tenantIsActive),
     processing: makeProcessing(ports, config),
     staticRenditions: makeStaticRenditions(ports),

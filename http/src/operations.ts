@@ -3,6 +3,7 @@ import {
   IMAGE_MEDIA_TYPES,
   type ImageFile,
   InvalidRequest,
+  MAX_TEXT_TRACK_BYTES,
   NotFound,
   PlaybackUnavailable,
   type Principal,
@@ -119,6 +120,17 @@ const routes = {
     "DELETE /v1/assets/:id",
     204,
     "Delete an asset at once: its open upload is aborted, its playback sessions end, its objects are removed in the background.",
+  ),
+  createTextTrack: at(
+    "POST /v1/assets/:id/tracks",
+    201,
+    "Add a text track (captions or subtitles) to an asset: WebVTT or SRT `content` of at most 2 MiB, stored as WebVTT. Ready at once: the asset's HLS master lists it in its subtitle group and its DASH manifest as a text AdaptationSet. At most 30 per asset (409 quota_exceeded); content that is neither format: 400 naming the line.",
+  ),
+  listTextTracks: at("GET /v1/assets/:id/tracks", 200, "The asset's text tracks, oldest first."),
+  deleteTextTrack: at(
+    "DELETE /v1/assets/:id/tracks/:track_id",
+    204,
+    "Remove a text track: manifests fetched from then on no longer list it, and its files are deleted.",
   ),
   startUpload: at(
     "POST /v1/uploads",
@@ -331,6 +343,11 @@ const admin = { scope: "admin" } as const;
 const readAsUser = { scope: "read", kinds: ["user"] } as const;
 
 const AssetReply = Schema.Struct({ asset: Rs.Asset });
+/**
+ * A track's body: its JSON-escaped content may take up to six bytes per byte of content (`\u0001`),
+ * so any content within the 2 MiB the schema allows fits, with room for the other fields.
+ */
+const TEXT_TRACK_BODY_BYTES = 6 * MAX_TEXT_TRACK_BYTES + 64 * 1024;
 const WebhookReply = Schema.Struct({ webhook: Rs.Webhook });
 const WebhookCreated = Schema.Struct({ webhook: Rs.Webhook, secret: Schema.String });
 const ApiKeyCreated = Schema.Struct({
@@ -510,6 +527,30 @@ export const updateAsset = authedOperation({
 export const deleteAsset = authedOperation({
   ...route("deleteAsset"),
   ...endingId(write, (vod) => vod.assets.remove),
+});
+
+export const createTextTrack = authedOperation({
+  ...route("createTextTrack"),
+  auth: write,
+  body: { kind: "text", maxBytes: TEXT_TRACK_BODY_BYTES, mediaTypes: ["application/json"] },
+  input: Schema.Struct({ params: Rq.AssetIdParams, body: Rq.CreateTextTrackBody }),
+  output: Schema.Struct({ track: Rs.TextTrack }),
+  // Past the asset's 30 tracks.
+  errors: ["Conflict"],
+  run: (vod, { params, body }, call) => vod.textTracks.add(call.principal, params.id, body),
+});
+
+export const listTextTracks = authedOperation({
+  ...route("listTextTracks"),
+  ...onId(read, Schema.Struct({ data: Schema.Array(Rs.TextTrack) }), (vod) => vod.textTracks.list),
+});
+
+export const deleteTextTrack = authedOperation({
+  ...route("deleteTextTrack"),
+  auth: write,
+  input: Schema.Struct({ params: Rq.TextTrackParams }),
+  output: null,
+  run: (vod, { params }, call) => vod.textTracks.remove(call.principal, params.id, params.track_id),
 });
 
 export const startUpload = authedOperation({
@@ -1149,6 +1190,9 @@ export const operations: ReadonlyArray<Operation> = [
   getAsset,
   updateAsset,
   deleteAsset,
+  createTextTrack,
+  listTextTracks,
+  deleteTextTrack,
   startUpload,
   resumeUpload,
   abortUpload,

@@ -144,6 +144,7 @@ describe("OpenAPI document", () => {
       "video/iso.segment",
       "video/mp4",
       "image/jpeg",
+      "text/vtt",
     ];
     for (const method of ["get", "head"]) {
       const { responses } = at("/v1/play/{token}/{path}", method);

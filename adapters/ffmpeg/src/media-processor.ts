@@ -21,6 +21,7 @@ import type {
 } from "@vod/core";
 import { timedStage } from "@vod/core";
 import { Effect } from "effect";
+import { mergeManifests } from "./dash.js";
 import { type PlannedRendition, planRenditions } from "./ladder.js";
 import { fileUrl, probeFile, readDecodableCodecs } from "./probe.js";
 import { describeRun, type MediaRejectedError, rejected, runTool } from "./process.js";
@@ -69,6 +70,7 @@ const SEGMENT_SECONDS = 6;
 const KEYFRAME_SECONDS = 2;
 const MASTER = "master.m3u8";
 const POSTER = "poster.jpg";
+const DASH = "manifest.mpd";
 /** The poster is the source's picture, no taller than this. */
 const POSTER_MAX_HEIGHT = 1080;
 /** Shaka Packager reads `--keys` from this variable (`--fromenv=keys`), so the key is in no argv. */
@@ -81,9 +83,10 @@ const contentType = (path: string): string => {
   return path.startsWith("audio/") ? "audio/mp4" : "video/mp4";
 };
 
-/** Emission order: media and poster, then media playlists, the master last. */
+/** Emission order: media and poster, then media playlists, then the DASH manifest, the master last. */
 const rank = (path: string): number => {
-  if (path === MASTER) return 2;
+  if (path === MASTER) return 3;
+  if (path === DASH) return 2;
   return path.endsWith(".m3u8") ? 1 : 0;
 };
 
@@ -327,12 +330,14 @@ export const transcodeArgs = (options: {
 };
 
 /**
- * Shaka Packager: fMP4 (CMAF) segments, an HLS media playlist per stream and the master. No DASH
- * manifest: renditions are packaged a few at a time and the HLS master is merged as they come.
+ * Shaka Packager: fMP4 (CMAF) segments, an HLS media playlist per stream, the master and a static
+ * DASH manifest (SegmentTemplate with a SegmentTimeline) over the same segments. Renditions are
+ * packaged a few at a time, so both manifests are merged with the stored ones as they come.
  * `encrypted`: raw-key Common Encryption (`cenc`, AES-CTR) of every stream, video and audio, with
  * the one key of `packagerKeys` (read from the environment, never the command line), every segment
  * encrypted, the first included (`--clear_lead 0`), and a CommonSystem PSSH box (key IDs only) in
- * each init segment.
+ * each init segment and in the MPD's ContentProtection, from which a ClearKey player asks the
+ * licence for the KID.
  */
 export const packagerArgs = (
   planned: ReadonlyArray<PlannedRendition>,
@@ -354,6 +359,9 @@ export const packagerArgs = (
     "VOD",
     "--hls_master_playlist_output",
     MASTER,
+    "--mpd_output",
+    DASH,
+    "--generate_static_live_mpd",
     "--temp_dir",
     tempDir,
     // Threaded I/O gives every file the packager opens a cache, 32 MiB by default; on local
@@ -575,6 +583,16 @@ export const ffmpegMediaProcessor = (config: FfmpegConfig = {}): MediaProcessor 
       await writeFile(path, mergeMasters(previous, fresh));
     });
 
+  /** The DASH manifest as stored: this run's merged with the one already listed (`mergeManifests`). */
+  const writeManifest = (out: string, previous: string | undefined) =>
+    Effect.tryPromise({
+      try: async () => {
+        const path = join(out, DASH);
+        await writeFile(path, mergeManifests(previous, await readFile(path, "utf8")));
+      },
+      catch: (cause) => rejected("processing_error", "Could not merge the DASH manifest", cause),
+    });
+
   /** Every media playlist declares the key for ClearKey players (`signalClearKey`). */
   const signalKey = (out: string, paths: ReadonlyArray<string>, keyId: string) =>
     Effect.forEach(
@@ -659,10 +677,12 @@ export const ffmpegMediaProcessor = (config: FfmpegConfig = {}): MediaProcessor 
           { concurrency: 2, discard: true },
         );
         yield* writeMaster(out, options.master);
+        yield* writeManifest(out, options.manifest);
         const made = (yield* Effect.promise(() => listFiles(out))).sort(byEmissionOrder);
         const paths = shared ? made : made.filter((p) => !p.startsWith("audio/"));
         const expected = [
           MASTER,
+          DASH,
           ...(shared ? [POSTER] : []),
           ...planned.map((p) => `${p.rendition.name}/playlist.m3u8`),
         ];
@@ -678,7 +698,7 @@ export const ffmpegMediaProcessor = (config: FfmpegConfig = {}): MediaProcessor 
         );
         // Each rank is emitted whole before the next, so no playlist is visible before what it lists.
         yield* Effect.forEach(
-          [0, 1, 2],
+          [0, 1, 2, 3],
           (r) =>
             Effect.forEach(
               files.filter((f) => rank(f.path) === r),
@@ -696,6 +716,7 @@ export const ffmpegMediaProcessor = (config: FfmpegConfig = {}): MediaProcessor 
         return {
           files,
           master: MASTER,
+          manifest: DASH,
           poster: shared ? POSTER : undefined,
           renditions: planned.map((p) => p.rendition) as ReadonlyArray<Rendition>,
         } satisfies PackagedOutput;

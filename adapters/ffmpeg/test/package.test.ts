@@ -101,7 +101,7 @@ describe("package", () => {
     expect(await readdir(scratchDir)).toEqual([]);
   });
 
-  it("adds renditions made by a later run to the master, without the audio and poster again", async () => {
+  it("adds renditions made by a later run to the master and the DASH manifest, without the audio and poster again", async () => {
     const input = { path: sources.withAudio };
     const [r360, r240] = [
       defaultLadder.find((r) => r.name === "360p")!,
@@ -118,7 +118,7 @@ describe("package", () => {
       root,
       input,
       {},
-      { shared: false, master: firstMaster },
+      { shared: false, master: firstMaster, manifest: await text(first.outDir, "manifest.mpd") },
       {
         ladder: [r240],
         outDir: first.outDir,
@@ -128,7 +128,8 @@ describe("package", () => {
     expect(paths.at(-1)).toBe("master.m3u8");
     expect(later.output.poster).toBeUndefined();
     expect(paths.filter((p) => p.startsWith("audio/") || p === "poster.jpg")).toEqual([]);
-    expect(paths.filter((p) => !p.startsWith("240p/") && p !== "master.m3u8")).toEqual([]);
+    expect(paths.filter((p) => !p.startsWith("240p/") && p !== "master.m3u8")).toEqual(["manifest.mpd"]);
+    expect(paths.at(-2)).toBe("manifest.mpd");
 
     const master = await text(first.outDir, "master.m3u8");
     const variants = master.split("\n").filter((line) => line.startsWith("#EXT-X-STREAM-INF:"));
@@ -142,6 +143,20 @@ describe("package", () => {
       s.width === undefined ? s.codec_name : `${s.codec_name} ${s.width}x${s.height}`,
     );
     expect(codecs).toEqual(expect.arrayContaining(["h264 640x360", "h264 426x240", "aac"]));
+
+    // The DASH manifest lists both runs' renditions (ids by name, highest first) and the audio once.
+    const mpd = await text(first.outDir, "manifest.mpd");
+    expect([...mpd.matchAll(/<Representation id="([^"]+)"/g)].map((m) => m[1])).toEqual([
+      "360p",
+      "240p",
+      "audio",
+    ]);
+    expect(mpd).toContain('maxWidth="640" maxHeight="360"');
+    const dash = await ffprobeJson(join(first.outDir, "manifest.mpd"), "stream=codec_name,width,height");
+    const dashCodecs = dash.streams.map((s: { codec_name: string; width?: number; height?: number }) =>
+      s.width === undefined ? s.codec_name : `${s.codec_name} ${s.width}x${s.height}`,
+    );
+    expect(dashCodecs).toEqual(expect.arrayContaining(["h264 640x360", "h264 426x240", "aac"]));
   });
 
   it("gives a source shorter than every rung one rendition at its own height, without audio", async () => {

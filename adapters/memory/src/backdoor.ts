@@ -23,6 +23,7 @@ export const memoryBackdoor = (storage: MemoryStorage) => {
     playbackSession: async (id: string) => s.playbackSessions.get(id),
     contentKey: async (assetId: string) => [...s.contentKeys.values()].find((k) => k.asset_id === assetId),
     webhook: async (id: string) => s.webhooks.get(id),
+    textTrack: async (id: string) => s.textTracks.get(id),
     idempotencyRecords: async (tenantId: string) =>
       [...s.idempotencyKeys.values()]
         .filter((r) => r.tenantId === tenantId)

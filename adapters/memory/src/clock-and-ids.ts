@@ -33,6 +33,7 @@ const prefixes: Record<IdKind, string> = {
   webhook: "whk",
   delivery: "dlv",
   event: "evt",
+  track: "trk",
 };
 
 const ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz";

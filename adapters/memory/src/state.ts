@@ -12,6 +12,7 @@ import type {
   RefreshSession,
   RefreshToken,
   Tenant,
+  TextTrack,
   UploadSession,
   UserRecord,
   Webhook,
@@ -76,6 +77,7 @@ export interface MemoryState {
   readonly chunks: Map<string, AssetChunk>;
   /** SHA-256 of every deleted tenant's slug: never given to a new tenant. */
   readonly retiredSlugs: Set<string>;
+  readonly textTracks: Map<string, TextTrack>;
 }
 
 export const emptyState = (): MemoryState => ({
@@ -98,6 +100,7 @@ export const emptyState = (): MemoryState => ({
   webhookDeliveries: new Map(),
   chunks: new Map(),
   retiredSlugs: new Set(),
+  textTracks: new Map(),
 });
 
 /** Shallow copies of every map and set: enough to roll back, because records are never mutated. */

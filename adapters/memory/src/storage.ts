@@ -30,6 +30,12 @@ const ofTenant =
 const idempotencyId = (tenantId: string, principal: string, key: string) =>
   JSON.stringify([tenantId, principal, key]);
 
+/** The asset's tracks not removed, oldest first. */
+const liveTracks = (s: MemoryState, tenantId: string, assetId: string) =>
+  [...s.textTracks.values()]
+    .filter((t) => t.tenant_id === tenantId && t.asset_id === assetId && t.deleted_at === null)
+    .sort((a, b) => a.created_at - b.created_at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+
 /** Repositories straight over the state; `memoryStorage` adds locking and transactions. */
 let jobCounter = 0;
 
@@ -420,6 +426,25 @@ const repositoriesOver = (s: MemoryState): Repositories => ({
           if (c.tenant_id === tenantId && c.asset_id === assetId && c.unit === unit && c.done_at === null)
             left++;
         return { marked, left };
+      }),
+  },
+  textTracks: {
+    insert: (track) => Effect.sync(() => void s.textTracks.set(track.id, track)),
+    get: (tenantId, assetId, id) =>
+      Effect.sync(() =>
+        Option.fromNullable(s.textTracks.get(id)).pipe(
+          Option.filter((t) => t.tenant_id === tenantId && t.asset_id === assetId && t.deleted_at === null),
+        ),
+      ),
+    list: (tenantId, assetId) => Effect.sync(() => liveTracks(s, tenantId, assetId)),
+    count: (tenantId, assetId) => Effect.sync(() => liveTracks(s, tenantId, assetId).length),
+    remove: (tenantId, assetId, id, at) =>
+      Effect.sync(() => {
+        const track = s.textTracks.get(id);
+        if (!track || track.tenant_id !== tenantId || track.asset_id !== assetId || track.deleted_at !== null)
+          return false;
+        s.textTracks.set(id, { ...track, deleted_at: at });
+        return true;
       }),
   },
   contentKeys: {

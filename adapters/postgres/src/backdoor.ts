@@ -46,6 +46,7 @@ export const postgresBackdoor = (sql: Queryable & { readonly schema?: string | u
     contentKey: (assetId: string) =>
       first<Core.ContentKey>("SELECT * FROM content_keys WHERE asset_id = $1", [assetId]),
     webhook: (id: string) => first<Core.Webhook>("SELECT * FROM webhooks WHERE id = $1", [id]),
+    textTrack: (id: string) => first<Core.TextTrack>("SELECT * FROM text_tracks WHERE id = $1", [id]),
     idempotencyRecords: async (tenantId: string) =>
       (
         await sql.query<Record<string, unknown>>("SELECT * FROM idempotency_keys WHERE tenant_id = $1", [

@@ -310,6 +310,28 @@ ALTER TABLE assets ADD COLUMN mp4_support text NOT NULL DEFAULT 'none'
 ALTER TABLE assets ADD COLUMN static_renditions jsonb NOT NULL DEFAULT '[]'::jsonb;
 `,
   },
+  {
+    version: 16,
+    name: "text tracks of assets",
+    // Removed tracks keep their row (deleted_at): the app role deletes no tenant row. Their
+    // content is in the object store, under the asset's text-tracks prefix.
+    sql: `
+CREATE TABLE text_tracks (
+  id text PRIMARY KEY,
+  tenant_id text NOT NULL REFERENCES tenants (id),
+  asset_id text NOT NULL REFERENCES assets (id),
+  type text NOT NULL CHECK (type = 'text'),
+  language_code text NOT NULL,
+  name text NOT NULL,
+  closed_captions boolean NOT NULL,
+  status text NOT NULL,
+  created_at bigint NOT NULL,
+  deleted_at bigint
+);
+CREATE INDEX text_tracks_of_asset ON text_tracks (tenant_id, asset_id, created_at) WHERE deleted_at IS NULL;
+${tenantOwnedTablesSql(["text_tracks"])}
+`,
+  },
 ];
 
 /**

@@ -15,6 +15,7 @@ import {
   type Repositories,
   StorageError,
   type Tenant,
+  type TextTrack,
   type UploadSession,
   type UserRecord,
   type Webhook,
@@ -117,6 +118,8 @@ const UPLOAD = [
 ].join(", ");
 
 const CHUNK = "tenant_id, asset_id, unit, chunk_index, chunk_count, start_ms, end_ms, done_at";
+const TEXT_TRACK =
+  "id, tenant_id, asset_id, type, language_code, name, closed_captions, status, created_at, deleted_at";
 const WEBHOOK = "id, tenant_id, url, events, description, secret, created_at, deleted_at";
 const DELIVERY =
   "id, tenant_id, webhook_id, event_id, event_type, payload, status, attempts, last_status_code, next_attempt_at, created_at";
@@ -689,6 +692,46 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
           tenantScope(tenantId),
           "SELECT tenant_id, asset_id, kid, wrapped_key, created_at FROM content_keys WHERE tenant_id = $1 AND asset_id = $2",
           [tenantId, assetId],
+        ),
+    },
+    textTracks: {
+      insert: (t) => {
+        const [text, values] = insertOf("text_tracks", TEXT_TRACK, t);
+        return write(tenantScope(t.tenant_id), text, values);
+      },
+      get: (tenantId, assetId, id) =>
+        one<TextTrack>(
+          tenantScope(tenantId),
+          `SELECT ${TEXT_TRACK} FROM text_tracks
+           WHERE tenant_id = $1 AND asset_id = $2 AND id = $3 AND deleted_at IS NULL`,
+          [tenantId, assetId, id],
+        ),
+      list: (tenantId, assetId) =>
+        Effect.map(
+          run<TextTrack>(
+            tenantScope(tenantId),
+            `SELECT ${TEXT_TRACK} FROM text_tracks
+             WHERE tenant_id = $1 AND asset_id = $2 AND deleted_at IS NULL ORDER BY created_at, id`,
+            [tenantId, assetId],
+          ),
+          (r) => r.rows,
+        ),
+      count: (tenantId, assetId) =>
+        Effect.map(
+          run<{ live: number }>(
+            tenantScope(tenantId),
+            `SELECT count(*)::int AS live FROM text_tracks
+             WHERE tenant_id = $1 AND asset_id = $2 AND deleted_at IS NULL`,
+            [tenantId, assetId],
+          ),
+          (r) => r.rows[0]?.live ?? 0,
+        ),
+      remove: (tenantId, assetId, id, at) =>
+        changedOne(
+          tenantScope(tenantId),
+          `UPDATE text_tracks SET deleted_at = $4
+           WHERE tenant_id = $1 AND asset_id = $2 AND id = $3 AND deleted_at IS NULL`,
+          [tenantId, assetId, id, at],
         ),
     },
     webhooks: {

@@ -41,6 +41,8 @@ export interface TenantWorld {
   };
   /** A webhook (on a closed port: its deliveries fail and are retried) and one of its deliveries. */
   readonly webhook: { readonly id: string; readonly secret: string; readonly deliveryId: string };
+  /** A text track of the ready asset. */
+  readonly trackId: string;
   /** The files of the ready asset, relative to its token's path. */
   readonly files: ReadonlyArray<string>;
   /** Credentials that were valid once: an expired access token, an expired playback token, a revoked key. */
@@ -64,6 +66,7 @@ export const idsOf = (w: TenantWorld): Record<string, string[]> => ({
   session: [w.play.clear.id, w.play.drm.id, ...w.victims.playbackIds],
   webhook: [w.webhook.id],
   delivery: [w.webhook.deliveryId],
+  track: [w.trackId],
 });
 
 /** Every string of the tenant's that another tenant must never see. */
@@ -149,6 +152,17 @@ export const buildWorlds = async (h: Harness, labels: ReadonlyArray<string>): Pr
       const pending = await createAsset(api, bearerOf(owner), { title: title("pending") });
       const completedId = await upload(api, owner, ready.id);
       await upload(api, owner, drm.id);
+      const track = expectStatus(
+        await api.post<{ track: { id: string } }>(`/v1/assets/${ready.id}/tracks`, {
+          bearer: owner,
+          json: {
+            type: "text",
+            language_code: "en",
+            content: "WEBVTT\n\n00:00:01.000 --> 00:00:02.000\nhi\n",
+          },
+        }),
+        201,
+      ).body.track;
       const revoked = await createApiKey(api, bearerOf(owner), ["admin"]);
       expectStatus(await api.del(`/v1/api-keys/${revoked.id}`, { bearer: owner }), 204);
       const victimKeys = await Promise.all(
@@ -169,6 +183,7 @@ export const buildWorlds = async (h: Harness, labels: ReadonlyArray<string>): Pr
         revoked,
         victimKeys,
         ids: { ready, drm, pending },
+        trackId: track.id,
         webhook: { id: webhook.webhook.id, secret: webhook.secret, deliveryId: delivery.id },
       };
     }),
@@ -228,12 +243,22 @@ export const buildWorlds = async (h: Harness, labels: ReadonlyArray<string>): Pr
         keys: t.keys,
         assets: { pending: t.ids.pending, ready: stale.readyAsset, drm: t.ids.drm },
         webhook: t.webhook,
+        trackId: t.trackId,
         uploads: { open, completedId: t.completedId },
         play: {
           clear: { id: clear.session.id, token: clear.token },
           drm: { id: drm.session.id, token: drm.token, license, kid, key },
         },
-        files: ["master.m3u8", "360p/playlist.m3u8", "360p/init.mp4", "360p/seg_1.m4s", "poster.jpg"],
+        files: [
+          "master.m3u8",
+          "manifest.mpd",
+          "360p/playlist.m3u8",
+          "360p/init.mp4",
+          "360p/seg_1.m4s",
+          "poster.jpg",
+          `text/${t.trackId}.m3u8`,
+          `text/${t.trackId}-segments.vtt`,
+        ],
         stale: { bearer: stale.bearer, playback: stale.playback, revokedKey: t.revoked.key },
         victims: {
           keyIds: t.victimKeys.map((k) => k.id),

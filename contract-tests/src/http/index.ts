@@ -14,6 +14,7 @@ import { describePlayback } from "./playback.js";
 import { describeRateLimits } from "./rate-limits.js";
 import { describeStaticRenditions } from "./static-renditions.js";
 import { describeTenantDeletion } from "./tenant-deletion.js";
+import { describeTextTracks } from "./text-tracks.js";
 import { describeUploads } from "./uploads.js";
 import { describeWebhooks } from "./webhooks.js";
 
@@ -42,6 +43,7 @@ export const describeHttpApi = (name: string, makeSubject: MakeHttpSubject): voi
     describePlayback(makeSubject);
     describePlaybackImages(makeSubject);
     describeStaticRenditions(makeSubject);
+    describeTextTracks(makeSubject);
     describeWebhooks(makeSubject);
     describeTenantDeletion(makeSubject);
     describeAnalytics(makeSubject);

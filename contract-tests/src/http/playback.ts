@@ -54,7 +54,14 @@ export interface WirePlaybackSession {
 export interface CreatedPlayback {
   session: WirePlaybackSession;
   token: string;
-  urls: { manifest: string; telemetry: string; entitlement?: string; thumbnail: string; storyboard: string };
+  urls: {
+    manifest: string;
+    telemetry: string;
+    entitlement?: string;
+    thumbnail: string;
+    storyboard: string;
+    dash: string;
+  };
 }
 
 export interface WireEntitlement {
@@ -280,9 +287,15 @@ export const describePlayback = (makeSubject: MakeHttpSubject): void => {
             telemetry: expect.any(String),
             thumbnail: expect.any(String),
             storyboard: expect.any(String),
+            dash: expect.any(String),
           },
         });
         const manifest = new URL(urls.manifest);
+        expect(new URL(urls.dash).pathname).toBe(`/v1/play/${token}/manifest.mpd`);
+        const dash = await fetch(urls.dash);
+        expect(dash.status).toBe(200);
+        expect(dash.headers.get("content-type")).toMatch(/^application\/dash\+xml/);
+        expect(await dash.text()).toMatch(/<Representation id="360p"[\s\S]*<Representation id="240p"/);
         expect(manifest.pathname).toBe(`/v1/play/${token}/master.m3u8`);
         expect(new URL(urls.thumbnail).pathname).toBe(`/v1/play/${token}/thumbnail.jpg`);
         expect(new URL(urls.storyboard).pathname).toBe(`/v1/play/${token}/storyboard.vtt`);
@@ -310,6 +323,7 @@ export const describePlayback = (makeSubject: MakeHttpSubject): void => {
           drm: true,
         });
         expect(Object.keys(urls).sort()).toEqual([
+          "dash",
           "entitlement",
           "manifest",
           "storyboard",
@@ -317,6 +331,11 @@ export const describePlayback = (makeSubject: MakeHttpSubject): void => {
           "thumbnail",
         ]);
         expect(new URL(urls.entitlement ?? "").pathname).toBe("/v1/drm/entitlement");
+        // The DASH manifest signals the content key for ClearKey players by its KID.
+        const mpd = await (await fetch(urls.dash)).text();
+        expect(mpd).toMatch(
+          /<ContentProtection value="cenc" schemeIdUri="urn:mpeg:dash:mp4protection:2011" cenc:default_KID="[0-9a-f-]{36}"\/>/,
+        );
         expect((await h.backdoor.playbackSession(s.id))?.drm).toBe(true);
       });
 

@@ -36,8 +36,8 @@ const eventually = async (what: string, done: () => Promise<boolean>) => {
 
 /**
  * A tenant with something in every place a tenant leaves data: keys, a webhook and its
- * deliveries, a ready asset with a playback session and telemetry, an asset with an open upload
- * holding a part.
+ * deliveries, a ready asset with a text track, a playback session and telemetry, an asset with an
+ * open upload holding a part.
  */
 const populatedTenant = async (h: Harness) => {
   const owner = await signUp(h.api);
@@ -61,6 +61,13 @@ const populatedTenant = async (h: Harness) => {
     }),
     201,
   ).body;
+  expectStatus(
+    await h.api.post(`/v1/assets/${ready.id}/tracks`, {
+      ...credentialOptions(write),
+      json: { type: "text", language_code: "en", content: "WEBVTT\n\n00:00.000 --> 00:01.000\nHello\n" },
+    }),
+    201,
+  );
   const beacons = await fetch(played.urls.telemetry, {
     method: "POST",
     headers: { "content-type": "text/plain" },

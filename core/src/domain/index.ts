@@ -10,6 +10,7 @@ export * from "./playback-view.js";
 export * from "./refresh-session.js";
 export * from "./scope.js";
 export * from "./tenant.js";
+export * from "./text-track.js";
 export * from "./transition.js";
 export * from "./upload-session.js";
 export * from "./user.js";

@@ -31,6 +31,17 @@ export const staticRenditionKey = (tenantId: string, assetId: string, name: stri
   `${staticRenditionsPrefix(tenantId, assetId)}${name}`;
 
 /**
+ * Where an asset's text tracks live: beside its renditions, not under them, so that processing,
+ * which clears the renditions of an asset not yet playable, never removes a track added to it.
+ * Playback delivers them as `text/{name}`.
+ */
+export const textTracksPrefix = (tenantId: string, assetId: string) => `text-tracks/${tenantId}/${assetId}/`;
+
+/** One file of an asset's text tracks (`{track_id}.m3u8`). */
+export const textTrackKey = (tenantId: string, assetId: string, name: string) =>
+  `${textTracksPrefix(tenantId, assetId)}${name}`;
+
+/**
  * Where the chunks of a long source's renditions wait to be joined and packaged: outside the
  * renditions prefix, so playback never serves them.
  */
@@ -45,12 +56,13 @@ export const chunkKey = (tenantId: string, assetId: string, rendition: string, i
   `${renditionChunksPrefix(tenantId, assetId, rendition)}${index}.mp4`;
 
 /**
- * Every prefix under which the tenant's objects live (origins, renditions and the images cached
- * there, chunks): what deleting the tenant empties. Parts of open multipart uploads are the
+ * Every prefix under which the tenant's objects live (origins, renditions and the images and
+ * static renditions there, text tracks, chunks): what deleting the tenant empties. Parts of open multipart uploads are the
  * store's own, found by upload, not by prefix.
  */
 export const tenantPrefixes = (tenantId: string): ReadonlyArray<string> => [
   `origins/${tenantId}/`,
   `renditions/${tenantId}/`,
+  `text-tracks/${tenantId}/`,
   `chunks/${tenantId}/`,
 ];

@@ -11,7 +11,8 @@ export type IdKind =
   | "playback"
   | "webhook"
   | "delivery"
-  | "event";
+  | "event"
+  | "track";
 
 /** The branded type of an id of each kind; the kinds no call confuses stay plain strings. */
 export type IdOf<K extends IdKind> = K extends "tenant"

@@ -15,5 +15,6 @@ export type * from "./repositories.js";
 export type * from "./revocation-store.js";
 export type * from "./storage.js";
 export type * from "./telemetry-sink.js";
+export type * from "./text-track-reader.js";
 export type * from "./token-signer.js";
 export type * from "./webhook-sender.js";

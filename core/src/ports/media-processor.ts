@@ -64,6 +64,8 @@ export interface PackagedOutput {
     readonly size: number;
   }>;
   readonly master: string;
+  /** The DASH manifest's path: the same renditions as the master. */
+  readonly manifest: string;
   /** The poster's path, when this run made it (`shared`). */
   readonly poster: string | undefined;
   /** The rungs actually produced. */
@@ -95,6 +97,11 @@ export interface PackageOptions {
    * renditions and this run's (a rendition of the same name replaced).
    */
   readonly master?: string;
+  /**
+   * The DASH manifest already stored for the asset, if any: the one emitted lists its
+   * representations and this run's, as the master does.
+   */
+  readonly manifest?: string;
 }
 
 /** A part of the source: from `startMs` up to `endMs`, or to its end when that is null. */
@@ -130,8 +137,9 @@ export interface MediaProcessor {
   /**
    * Transcodes the source into `renditions` (rungs of a `plan`, one unit of work), packages HLS
    * (fMP4 segments, one media playlist per rendition, with `shared` the audio rendition and a
-   * poster image) and hands every file to `emit`, each once, the master playlist last: it lists
-   * these renditions and those of `options.master`. Scratch files are removed whatever the outcome.
+   * poster image) and a DASH manifest of the same segments, and hands every file to `emit`, each
+   * once, the DASH manifest then the master playlist last: they list these renditions and those
+   * of `options.manifest` and `options.master`. Scratch files are removed whatever the outcome.
    */
   package(
     input: MediaInput,

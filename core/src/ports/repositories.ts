@@ -6,6 +6,7 @@ import type { AssetId, PlaybackSessionId, TenantId, UploadId } from "../domain/i
 import type { PlaybackSession } from "../domain/playback-session.js";
 import type { RefreshSession, RefreshToken, RevokedReason } from "../domain/refresh-session.js";
 import type { Tenant, TenantStatus } from "../domain/tenant.js";
+import type { TextTrack } from "../domain/text-track.js";
 import type { UploadedPart, UploadSession } from "../domain/upload-session.js";
 import type { Identity, UserRecord } from "../domain/user.js";
 import type { DeliveryAttempt, Webhook, WebhookDelivery, WebhookEventType } from "../domain/webhook.js";
@@ -320,6 +321,17 @@ export interface ChunkRepository {
   ): Op<{ readonly marked: boolean; readonly left: number }>;
 }
 
+/** The text tracks of assets. A removed track is no longer seen by `get`, `list` or `count`. */
+export interface TextTrackRepository {
+  insert(track: TextTrack): Op<void>;
+  get(tenantId: string, assetId: string, id: string): Op<Option.Option<TextTrack>>;
+  /** The asset's tracks, oldest first (by created_at, then id). */
+  list(tenantId: string, assetId: string): Op<ReadonlyArray<TextTrack>>;
+  count(tenantId: string, assetId: string): Op<number>;
+  /** False when it was not there (removed already, or another tenant's or asset's). */
+  remove(tenantId: string, assetId: string, id: string, at: number): Op<boolean>;
+}
+
 export interface Repositories {
   readonly tenants: TenantRepository;
   readonly users: UserRepository;
@@ -335,6 +347,7 @@ export interface Repositories {
   readonly webhooks: WebhookRepository;
   readonly webhookDeliveries: WebhookDeliveryRepository;
   readonly chunks: ChunkRepository;
+  readonly textTracks: TextTrackRepository;
   /** Enqueues jobs in the unit of work: they exist if and only if it commits. */
   readonly jobs: JobRepository;
 }

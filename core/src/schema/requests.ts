@@ -1,6 +1,7 @@
 import { Schema } from "effect";
 import { ANALYTICS_GROUPS, ANALYTICS_INTERVALS, ANALYTICS_METRICS } from "../domain/analytics.js";
 import { PLAYBACK_TTL_MAX_SECONDS, PLAYBACK_TTL_MIN_SECONDS } from "../domain/playback-session.js";
+import { MAX_TEXT_TRACK_BYTES } from "../domain/text-track.js";
 import { MAX_PART_COUNT } from "../domain/upload-session.js";
 import { AssetStatus, AssetVisibility, Mp4Support, Scope, WebhookEventType } from "./resources.js";
 
@@ -284,5 +285,41 @@ export const CreateWebhookBody = Schema.Struct({
   ),
   description: Schema.optional(Schema.String.pipe(maxChars(200))),
 });
+
+/** A BCP 47 language tag, as `Intl` reads one (`en`, `pt-BR`, `zh-Hant`). */
+export const LanguageCode = Schema.String.pipe(
+  maxChars(64),
+  Schema.filter(
+    (s) => {
+      try {
+        return Intl.getCanonicalLocales(s).length === 1;
+      } catch {
+        return false;
+      }
+    },
+    {
+      ...msg("must be a BCP 47 language tag, such as en or pt-BR"),
+      // Random strings are rarely language tags: a generator filtering them would never finish.
+      arbitrary: () => (fc) => fc.constantFrom("en", "en-US", "fr", "pt-BR", "zh-Hant", "de-CH"),
+    },
+  ),
+);
+
+const utf8Bytes = (s: string) => new TextEncoder().encode(s).byteLength;
+
+/** A text track of an asset: the content is read (WebVTT or SRT) by the use case. */
+export const CreateTextTrackBody = Schema.Struct({
+  type: Schema.Literal("text"),
+  language_code: LanguageCode,
+  name: Schema.optional(Schema.String.pipe(minChars(1), maxChars(200))),
+  closed_captions: Schema.optional(Schema.Boolean),
+  content: Schema.String.pipe(
+    Schema.filter((s) => s.length <= MAX_TEXT_TRACK_BYTES && utf8Bytes(s) <= MAX_TEXT_TRACK_BYTES, {
+      ...msg(`must be at most ${MAX_TEXT_TRACK_BYTES} bytes (2 MiB) of UTF-8`),
+    }),
+  ),
+});
+
+export const TextTrackParams = Schema.Struct({ id: AssetIdField, track_id: NonEmpty });
 
 export const DeliveryParams = Schema.Struct({ id: NonEmpty, delivery_id: NonEmpty });

@@ -11,6 +11,7 @@ import {
 } from "../domain/asset.js";
 import { roles, scopes } from "../domain/scope.js";
 import { tenantPlans, tenantStatuses } from "../domain/tenant.js";
+import { textTrackStatuses } from "../domain/text-track.js";
 import { deliveryStatuses, webhookEventTypes } from "../domain/webhook.js";
 
 /** Epoch milliseconds. */
@@ -99,6 +100,16 @@ export const Asset = component("Asset", {
   created_at: EpochMs,
 });
 
+export const TextTrack = component("TextTrack", {
+  id: Schema.String,
+  type: Schema.Literal("text"),
+  language_code: Schema.String,
+  name: Schema.String,
+  closed_captions: Schema.Boolean,
+  status: Schema.Literal(...textTrackStatuses),
+  created_at: EpochMs,
+});
+
 /** The token fields of signup, login, google and refresh responses. */
 export const TokenFields = {
   access_token: Schema.String,
@@ -170,6 +181,8 @@ export const PlaybackCreated = Schema.Struct({
     thumbnail: Url,
     /** The storyboard's WebVTT, whose cues point into `storyboard.jpg`. */
     storyboard: Url,
+    /** The DASH manifest: the same renditions and text tracks as `manifest`, ClearKey-protected for DRM. */
+    dash: Url,
     /** The static renditions that are ready (`mp4_support: standard`). */
     mp4_high: Schema.optional(Url),
     mp4_low: Schema.optional(Url),

@@ -2,7 +2,7 @@ import { Effect, Option } from "effect";
 import type { VodConfig } from "../config.js";
 import { type Asset, assetDetailsChange, newAssetDraft, staticRenditionsDue } from "../domain/asset.js";
 import { AssetId, type TenantId, type UploadId } from "../domain/ids.js";
-import { chunksPrefix, originKey, renditionsPrefix } from "../domain/object-keys.js";
+import { chunksPrefix, originKey, renditionsPrefix, textTracksPrefix } from "../domain/object-keys.js";
 import { InvalidRequest, NotFound, type StorageError } from "../errors.js";
 import { type Job, JobFailed } from "../ports/job-queue.js";
 import type { AssetKey } from "../ports/repositories.js";
@@ -173,8 +173,8 @@ export const makeAssets = (ports: VodPorts, config: VodConfig, endPlayback: EndP
     });
 
   /**
-   * The `delete-asset` job: sessions revoked, open uploads' parts aborted, origin and renditions
-   * removed. Every step is harmless to repeat (at least once delivery). An upload started while
+   * The `delete-asset` job: sessions revoked, open uploads' parts aborted, origin, renditions
+   * and text tracks removed. Every step is harmless to repeat (at least once delivery). An upload started while
    * the delete ran is found open here and closed too.
    */
   const removeObjects = (job: Job<"delete-asset">): Effect.Effect<void, JobFailed> =>
@@ -192,6 +192,7 @@ export const makeAssets = (ports: VodPorts, config: VodConfig, endPlayback: EndP
       yield* objectStore.deletePrefix(key);
       yield* objectStore.deletePrefix(renditionsPrefix(tenant_id, asset_id));
       yield* objectStore.deletePrefix(chunksPrefix(tenant_id, asset_id));
+      yield* objectStore.deletePrefix(textTracksPrefix(tenant_id, asset_id));
     }).pipe(
       Effect.catchTag(
         "StorageError",

@@ -1,9 +1,11 @@
 import { Effect, Option } from "effect";
-import { renditionKey, STATIC_RENDITIONS_DIR } from "../domain/object-keys.js";
+import { renditionKey, STATIC_RENDITIONS_DIR, textTrackKey } from "../domain/object-keys.js";
 import { NotFound } from "../errors.js";
 import type { ByteStream } from "../ports/object-store.js";
 import type { VodPorts } from "../tokens.js";
 import type { VerifyPlaybackToken } from "./playback-sessions.js";
+import { readText } from "./support.js";
+import { TEXT_DIRECTORY, withSubtitles, withTextAdaptationSets } from "./text-track-manifests.js";
 
 /** A segment URL of the store, for redirect delivery, lives this long (DECISIONS). */
 export const DELIVERY_URL_TTL_MS = 300_000;
@@ -23,6 +25,13 @@ export const RENDITION_MEDIA_TYPES: Readonly<Record<string, string>> = {
   m4s: "video/iso.segment",
   mp4: "video/mp4",
   jpg: "image/jpeg",
+  vtt: "text/vtt",
+};
+
+/** The manifests that list the asset's text tracks, each with the way it lists them. */
+const MANIFESTS: Readonly<Record<string, typeof withSubtitles>> = {
+  "master.m3u8": withSubtitles,
+  "manifest.mpd": withTextAdaptationSets,
 };
 
 /**
@@ -89,10 +98,31 @@ export const storedFile = (
       expiresAt: delivery.expiresAt,
     });
   });
+async function* bytesOf(bytes: Uint8Array): ByteStream {
+  yield bytes;
+}
 
 /** Delivery: the files of a session's renditions, whole, by range, or as a redirect to the store. */
 export const makePlaybackDelivery = (ports: VodPorts, verify: VerifyPlaybackToken) => {
-  const { clock, objectStore: store } = ports;
+  const { clock, objectStore: store, storage } = ports;
+
+  /**
+   * A manifest as stored with the asset's text tracks added, as they are now: a track added or
+   * removed shows in the next manifest fetched, and the stored manifest, which processing
+   * rewrites as renditions are added, never races with a track's change. Undefined when the
+   * asset has no track: the stored bytes are served as they are.
+   */
+  const withTracks = (key: string, path: string, tenantId: string, assetId: string) =>
+    Effect.gen(function* () {
+      const add = MANIFESTS[path];
+      if (add === undefined) return undefined;
+      const tracks = yield* storage.textTracks.list(tenantId, assetId);
+      if (tracks.length === 0) return undefined;
+      const stored = yield* Effect.catchTag(store.get(key), "NotFound", () =>
+        Effect.fail(new NotFound({ message: "no such file" })),
+      );
+      return Buffer.from(add(yield* readText(stored), tracks));
+    });
 
   /**
    * A file of the session's renditions (`master.m3u8`, `720p/playlist.m3u8`, `720p/3.m4s`, ...).
@@ -104,7 +134,9 @@ export const makePlaybackDelivery = (ports: VodPorts, verify: VerifyPlaybackToke
       // Static renditions answer at their own routes, which check that they are turned on.
       if (!isRenditionFile(path) || path.startsWith(STATIC_RENDITIONS_DIR))
         return yield* Effect.fail(new NotFound({ message: "no such file" }));
-      const key = renditionKey(claims.tenantId, claims.assetId, path);
+      const key = path.startsWith(TEXT_DIRECTORY)
+        ? textTrackKey(claims.tenantId, claims.assetId, path.slice(TEXT_DIRECTORY.length))
+        : renditionKey(claims.tenantId, claims.assetId, path);
       const head = yield* store.head(key);
       if (Option.isNone(head)) return yield* Effect.fail(new NotFound({ message: "no such file" }));
       // Segments may come straight from the store; playlists never do (token and revocation
@@ -114,13 +146,16 @@ export const makePlaybackDelivery = (ports: VodPorts, verify: VerifyPlaybackToke
         const url = yield* store.deliveryUrl(key, clock.now() + DELIVERY_URL_TTL_MS);
         return { kind: "redirect" as const, url };
       }
-      const size = head.value.size;
+      const composed = yield* withTracks(key, path, claims.tenantId, claims.assetId);
+      const size = composed?.byteLength ?? head.value.size;
       const wanted = range?.(size);
       if (wanted === "unsatisfiable") return { kind: "unsatisfiable" as const, size };
       const bounded = wanted ? { start: wanted.start, end: Math.min(wanted.end, size - 1) } : undefined;
-      const body: ByteStream = yield* Effect.catchTag(store.get(key, bounded), "NotFound", () =>
-        Effect.fail(new NotFound({ message: "no such file" })),
-      );
+      const body: ByteStream = composed
+        ? bytesOf(bounded ? composed.subarray(bounded.start, bounded.end + 1) : composed)
+        : yield* Effect.catchTag(store.get(key, bounded), "NotFound", () =>
+            Effect.fail(new NotFound({ message: "no such file" })),
+          );
       const contentType =
         RENDITION_MEDIA_TYPES[path.slice(path.lastIndexOf(".") + 1)] ?? head.value.contentType;
       return {

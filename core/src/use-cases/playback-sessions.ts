@@ -113,6 +113,7 @@ export const makePlaybackSessions = (
           ...(session.drm ? { entitlement: links.entitlement() } : {}),
           thumbnail: links.thumbnail(token),
           storyboard: links.storyboard(token),
+          dash: links.playFile(token, "manifest.mpd"),
           ...staticUrls(asset, token),
         },
       };

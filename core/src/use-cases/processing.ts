@@ -279,6 +279,18 @@ export const makeProcessing = (
     );
   };
 
+  /**
+   * The DASH manifest a playable asset lists its renditions in; none for an asset packaged
+   * before manifests were written again (its first runs wrote none), whose next run starts one.
+   */
+  const storedManifest = (asset: Asset): Effect.Effect<string | undefined, StorageError> =>
+    Effect.flatMap(
+      Effect.catchTag(store.get(renditionKey(asset.tenant_id, asset.id, "manifest.mpd")), "NotFound", () =>
+        Effect.succeed(undefined),
+      ),
+      (stream) => (stream === undefined ? Effect.succeed(undefined) : readText(stream)),
+    );
+
   /** DRM assets are packaged encrypted with their content key; no clear copy is ever stored. */
   const encryptionOf = (asset: Asset) =>
     asset.drm_enabled
@@ -387,6 +399,7 @@ export const makeProcessing = (
             const made = yield* Effect.either(
               Effect.gen(function* () {
                 const master = playable ? yield* storedMaster(asset) : undefined;
+                const manifest = playable ? yield* storedManifest(asset) : undefined;
                 return yield* media.package(
                   input,
                   probed,
@@ -397,6 +410,7 @@ export const makeProcessing = (
                     ...(encryption ? { encryption } : {}),
                     shared: !playable,
                     ...(master === undefined ? {} : { master }),
+                    ...(manifest === undefined ? {} : { manifest }),
                   },
                 );
               }),
@@ -674,6 +688,7 @@ export const makeProcessing = (
               : { ...sourceOf(asset), has_video: true, has_audio: job.data.has_audio };
           const encryption = yield* encryptionOf(asset);
           const master = playable ? yield* storedMaster(asset) : undefined;
+          const manifest = playable ? yield* storedManifest(asset) : undefined;
           return yield* join(
             input,
             probed,
@@ -688,6 +703,7 @@ export const makeProcessing = (
               ...(encryption ? { encryption } : {}),
               shared: !playable,
               ...(master === undefined ? {} : { master }),
+              ...(manifest === undefined ? {} : { manifest }),
             },
           );
         }).pipe(bounded),

@@ -10,6 +10,7 @@ import {
   randomIds,
   systemClock,
 } from "@vod/adapter-memory";
+import { webVttTextTrackReader } from "@vod/adapter-webvtt";
 import { createVod, type Vod, type VodPorts } from "@vod/core";
 import { catalogLinks } from "@vod/http";
 import { Effect } from "effect";
@@ -37,6 +38,7 @@ export const embeddedVod = async (ports: Partial<VodPorts> = {}): Promise<Vod> =
     // The addresses playback sessions and uploads hand out, as `@vod/http` serves them.
     links: catalogLinks({ media: "http://localhost:8080", drm: "http://localhost:8080" }),
     telemetrySink: memoryTelemetrySink(),
+    textTrackReader: webVttTextTrackReader(),
     ...ports,
   });
 

@@ -32,3 +32,34 @@ it("takes a webhook without a sender: it is stored, and its deliveries wait for 
     expect.objectContaining({ event_type: "asset.created", status: "pending", attempts: 0 }),
   ]);
 });
+
+it("adds a text track from SRT: stored as WebVTT, listed, and a broken file refused by its line", async () => {
+  const vod = await embeddedVod();
+  const signedUp = await Effect.runPromise(
+    vod.accounts.signup(
+      { email: `tracks-${Date.now()}@example.com`, password: "correct horse battery" },
+      "127.0.0.1",
+    ),
+  );
+  const owner = await Effect.runPromise(vod.authenticate({ bearer: signedUp.access_token }));
+  const { asset } = await Effect.runPromise(vod.assets.create(owner, { title: "Subtitled" }));
+  const { track } = await Effect.runPromise(
+    vod.textTracks.add(owner, asset.id, {
+      type: "text",
+      language_code: "de",
+      content: "1\n00:00:01,000 --> 00:00:02,000\nHallo\n",
+    }),
+  );
+  expect(track).toMatchObject({ type: "text", language_code: "de", name: "German", status: "ready" });
+  expect((await Effect.runPromise(vod.textTracks.list(owner, asset.id))).data).toEqual([track]);
+  const refused = await Effect.runPromise(
+    Effect.flip(
+      vod.textTracks.add(owner, asset.id, {
+        type: "text",
+        language_code: "de",
+        content: "WEBVTT\n\nnot a cue\n",
+      }),
+    ),
+  );
+  expect(refused).toMatchObject({ _tag: "InvalidRequest", details: { line: 3 } });
+});

@@ -35,6 +35,7 @@ import { type PrometheusMetrics, prometheusMetrics } from "@vod/adapter-promethe
 import { type DependencyLog, type RedisAdapters, redisAdapters } from "@vod/adapter-redis";
 import { logMailer, type SmtpMailer, smtpMailer } from "@vod/adapter-smtp";
 import { httpWebhookSender } from "@vod/adapter-webhook-http";
+import { webVttTextTrackReader } from "@vod/adapter-webvtt";
 import {
   type Clock,
   coreModule,
@@ -357,6 +358,7 @@ export const composeVod = async (
       if (jobQueue) bind(Tokens.JobQueue).toConstantValue(jobQueue);
       if (mediaProcessor) bind(Tokens.MediaProcessor).toConstantValue(mediaProcessor);
       if (imageMaker) bind(Tokens.ImageMaker).toConstantValue(imageMaker);
+      bind(Tokens.TextTrackReader).toConstantValue(webVttTextTrackReader());
       bind(Tokens.TokenSigner).toConstantValue(
         joseTokenSigner({ issuer: config.baseUrl, audience: config.baseUrl, keys }),
       );

@@ -120,6 +120,37 @@ describe("the host on a GCS bucket", () => {
       const range = await fetch(segment, { headers: { range: "bytes=0-99" } });
       expect(range.status).toBe(206);
       expect(new Uint8Array(await range.arrayBuffer())).toEqual(bytes.subarray(0, 100));
+
+      // A text track's files are in the bucket beside the renditions; its subtitle segments, byte
+      // ranges of one object, come by redirect, the player's Range header kept.
+      const added = await call(host.url, `/v1/assets/${assetId}/tracks`, {
+        body: {
+          type: "text",
+          language_code: "en",
+          content: "WEBVTT\n\n00:00:01.000 --> 00:00:02.000\nHello\n",
+        },
+        headers: auth,
+      });
+      expect(added.status).toBe(201);
+      const trackId: string = added.body.track.id;
+      const tracks = await server.backdoor.objects(`embedded/text-tracks/${tenantId}/${assetId}/`);
+      expect(tracks.map((o) => o.name).sort()).toEqual(
+        [`${trackId}-segments.vtt`, `${trackId}.m3u8`, `${trackId}.vtt`].map(
+          (n) => `embedded/text-tracks/${tenantId}/${assetId}/${n}`,
+        ),
+      );
+      const base = manifest.replace(/master\.m3u8$/, "");
+      expect(await (await fetch(manifest)).text()).toContain(`URI="text/${trackId}.m3u8"`);
+      const subtitles = await (await fetch(`${base}text/${trackId}.m3u8`)).text();
+      const [, length, offset] = /#EXT-X-BYTERANGE:(\d+)@(\d+)/.exec(subtitles)!;
+      const cueRange = `bytes=${offset}-${Number(offset) + Number(length) - 1}`;
+      const viaBucket = await fetch(`${base}text/${trackId}-segments.vtt`, { redirect: "manual" });
+      expect(viaBucket.status).toBe(302);
+      const cues = await fetch(`${base}text/${trackId}-segments.vtt`, { headers: { range: cueRange } });
+      expect(cues.status).toBe(206);
+      expect(await cues.text()).toBe(
+        "WEBVTT\nX-TIMESTAMP-MAP=MPEGTS:0,LOCAL:00:00:00.000\n\n00:00:01.000 --> 00:00:02.000\nHello\n",
+      );
     }, 120_000);
 
     it("keeps images in the bucket and answers them by redirect; a DRM asset's are made from its origin there", async () => {

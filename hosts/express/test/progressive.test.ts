@@ -40,6 +40,12 @@ const ffprobeStreams = async (url: string) =>
 const variantHeights = (master: string) =>
   [...master.matchAll(/RESOLUTION=\d+x(\d+)/g)].map((m) => Number(m[1])).sort((a, b) => a - b);
 
+/** The heights of a DASH manifest's video representations. */
+const dashHeights = (mpd: string) =>
+  [...mpd.matchAll(/<Representation [^>]*mimeType="video\/mp4"[^>]*height="(\d+)"/g)]
+    .map((m) => Number(m[1]))
+    .sort((a, b) => a - b);
+
 describe("progressive readiness: playable at the first rendition, the others added as they are made", () => {
   const scratch = suiteScratch("vod-progressive-");
   let dir: string;
@@ -90,7 +96,7 @@ describe("progressive readiness: playable at the first rendition, the others add
   const session = async (id: string) => {
     const res = await call(host.url, "/v1/playback/sessions", { body: { asset_id: id }, headers: auth });
     expect(res.status).toBe(201);
-    return res.body as { token: string; urls: { manifest: string; entitlement?: string } };
+    return res.body as { token: string; urls: { manifest: string; dash: string; entitlement?: string } };
   };
   const statuses = (a: { renditions: Rendition[] }) =>
     Object.fromEntries(a.renditions.map((r) => [r.name, r.status]));
@@ -132,6 +138,10 @@ describe("progressive readiness: playable at the first rendition, the others add
       expect.objectContaining({ codec_type: "video", codec_name: "h264", height: 360 }),
     ]);
     expect((await fetch(`${base}720p/playlist.m3u8`)).status).toBe(404);
+    // The DASH manifest likewise lists the ready rendition alone, and ffprobe plays it.
+    expect(dashHeights(await (await fetch(first.urls.dash)).text())).toEqual([360]);
+    const dashStreams = await ffprobeStreams(first.urls.dash);
+    expect(dashStreams.filter((s) => s.codec_type === "video").map((s) => s.height)).toEqual([360]);
 
     gate.open();
     const done = await settledAsset(host.url, auth, assetId);
@@ -141,6 +151,8 @@ describe("progressive readiness: playable at the first rendition, the others add
     const later = await session(assetId);
     expect(variantHeights(await (await fetch(later.urls.manifest)).text())).toEqual([240, 360, 480, 720]);
     expect(variantHeights(await (await fetch(first.urls.manifest)).text())).toEqual([240, 360, 480, 720]);
+    // The DASH manifest, merged as each unit was packaged, lists them all too.
+    expect(dashHeights(await (await fetch(later.urls.dash)).text())).toEqual([240, 360, 480, 720]);
     const all = await ffprobeStreams(later.urls.manifest);
     expect(
       all

@@ -120,6 +120,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/tenant": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Delete the caller's tenant (owner only, with the password, or without one within 5 minutes of a sign-in of an account that has none): every credential of it is refused at once, its slug is never given again, and its rows and objects are removed in the background. */
+        delete: operations["deleteTenant"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/auth/email/verify": {
         parameters: {
             query?: never;
@@ -258,6 +275,41 @@ export interface paths {
         head?: never;
         /** Change an asset's title or visibility; nothing else of it can change. */
         patch: operations["updateAsset"];
+        trace?: never;
+    };
+    "/v1/assets/{id}/tracks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The asset's text tracks, oldest first. */
+        get: operations["listTextTracks"];
+        put?: never;
+        /** Add a text track (captions or subtitles) to an asset: WebVTT or SRT `content` of at most 2 MiB, stored as WebVTT. Ready at once: the asset's HLS master lists it in its subtitle group and its DASH manifest as a text AdaptationSet. At most 30 per asset (409 quota_exceeded); content that is neither format: 400 naming the line. */
+        post: operations["createTextTrack"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/assets/{id}/tracks/{track_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Remove a text track: manifests fetched from then on no longer list it, and its files are deleted. */
+        delete: operations["deleteTextTrack"];
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/v1/uploads": {
@@ -751,6 +803,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/analytics/{metric}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A playback metric over the tenant's views whose first event was received in [from, to) (at most 90 days): one value, or per `interval` bucket and `group_by` group that has views. */
+        get: operations["getAnalytics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -911,7 +980,7 @@ export interface components {
             /** @enum {string} */
             plan: "free" | "pro" | "enterprise";
             /** @enum {string} */
-            status: "active" | "suspended";
+            status: "active" | "suspended" | "deleted";
             created_at: components["schemas"]["EpochMs"];
         };
         /**
@@ -955,6 +1024,9 @@ export interface components {
         ChangePasswordRequest: {
             current_password?: string;
             new_password: string;
+        };
+        DeleteTenantRequest: {
+            password?: string;
         };
         ConfirmEmailRequest: {
             /**
@@ -1045,6 +1117,25 @@ export interface components {
             visibility?: "private" | "public";
             /** @enum {string} */
             mp4_support?: "none" | "standard";
+        };
+        CreateTextTrackRequest: {
+            /** @enum {string} */
+            type: "text";
+            language_code: string;
+            name?: string;
+            closed_captions?: boolean;
+            content: string;
+        };
+        TextTrack: {
+            id: string;
+            /** @enum {string} */
+            type: "text";
+            language_code: string;
+            name: string;
+            closed_captions: boolean;
+            /** @enum {string} */
+            status: "ready";
+            created_at: components["schemas"]["EpochMs"];
         };
         StartUploadRequest: {
             /**
@@ -1144,6 +1235,8 @@ export interface components {
                 /** Format: uri */
                 storyboard: string;
                 /** Format: uri */
+                dash: string;
+                /** Format: uri */
                 mp4_high?: string;
                 /** Format: uri */
                 mp4_low?: string;
@@ -1232,6 +1325,23 @@ export interface components {
             last_status_code: components["schemas"]["Int"] | null;
             next_attempt_at: components["schemas"]["EpochMs"] | null;
             created_at: components["schemas"]["EpochMs"];
+        };
+        Analytics: {
+            /** @enum {string} */
+            metric: "views" | "playing_time_ms" | "startup_time_ms" | "rebuffer_percentage" | "rebuffer_frequency" | "playback_failure_percentage" | "exits_before_video_start";
+            from: components["schemas"]["EpochMs"];
+            to: components["schemas"]["EpochMs"];
+            data: components["schemas"]["AnalyticsDatum"][];
+        };
+        AnalyticsDatum: {
+            bucket?: components["schemas"]["EpochMs"];
+            group?: string | null;
+            value: (number | components["schemas"]["StartupPercentiles"]) | null;
+        };
+        StartupPercentiles: {
+            p50: number;
+            p90: number;
+            p95: number;
         };
     };
     responses: {
@@ -1592,6 +1702,34 @@ export interface operations {
                         tenant: components["schemas"]["Tenant"];
                     };
                 };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            413: components["responses"]["Error413"];
+            429: components["responses"]["Error429"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    deleteTenant: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeleteTenantRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no content */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             400: components["responses"]["Error400"];
             401: components["responses"]["Error401"];
@@ -1966,6 +2104,106 @@ export interface operations {
                         asset: components["schemas"]["Asset"];
                     };
                 };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            413: components["responses"]["Error413"];
+            429: components["responses"]["Error429"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    listTextTracks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["TextTrack"][];
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            413: components["responses"]["Error413"];
+            429: components["responses"]["Error429"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    createTextTrack: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Within 24 hours, the same key with the same request replays the first response; with another request, 400; while the first runs, 409. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateTextTrackRequest"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    /** @description true when this is the replay of an earlier response */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        track: components["schemas"]["TextTrack"];
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            413: components["responses"]["Error413"];
+            429: components["responses"]["Error429"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    deleteTextTrack: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                track_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no content */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             400: components["responses"]["Error400"];
             401: components["responses"]["Error401"];
@@ -4093,6 +4331,7 @@ export interface operations {
                     "video/iso.segment": unknown;
                     "video/mp4": unknown;
                     "image/jpeg": unknown;
+                    "text/vtt": unknown;
                 };
             };
             /** @description The requested byte range */
@@ -4108,6 +4347,7 @@ export interface operations {
                     "video/iso.segment": unknown;
                     "video/mp4": unknown;
                     "image/jpeg": unknown;
+                    "text/vtt": unknown;
                 };
             };
             /** @description The file at a short-lived signed URL of the object store */
@@ -4196,6 +4436,7 @@ export interface operations {
                     "video/iso.segment": unknown;
                     "video/mp4": unknown;
                     "image/jpeg": unknown;
+                    "text/vtt": unknown;
                 };
             };
             /** @description The requested byte range */
@@ -4211,6 +4452,7 @@ export interface operations {
                     "video/iso.segment": unknown;
                     "video/mp4": unknown;
                     "image/jpeg": unknown;
+                    "text/vtt": unknown;
                 };
             };
             /** @description The file at a short-lived signed URL of the object store */
@@ -4683,6 +4925,41 @@ export interface operations {
             503: components["responses"]["Error503"];
         };
     };
+    getAnalytics: {
+        parameters: {
+            query: {
+                from: number;
+                to: number;
+                asset_id?: string;
+                interval?: "hour" | "day";
+                group_by?: "asset" | "rendition" | "player_version";
+            };
+            header?: never;
+            path: {
+                metric: "views" | "playing_time_ms" | "startup_time_ms" | "rebuffer_percentage" | "rebuffer_frequency" | "playback_failure_percentage" | "exits_before_video_start";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Analytics"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            413: components["responses"]["Error413"];
+            429: components["responses"]["Error429"];
+            503: components["responses"]["Error503"];
+        };
+    };
     health: {
         parameters: {
             query?: never;
@@ -4887,6 +5164,12 @@ export const operationRoutes = {
     "app": "api",
     "idempotencyKey": false
   },
+  "deleteTenant": {
+    "method": "DELETE",
+    "path": "/v1/tenant",
+    "app": "api",
+    "idempotencyKey": false
+  },
   "requestEmailVerification": {
     "method": "POST",
     "path": "/v1/auth/email/verify",
@@ -4956,6 +5239,24 @@ export const operationRoutes = {
   "deleteAsset": {
     "method": "DELETE",
     "path": "/v1/assets/{id}",
+    "app": "api",
+    "idempotencyKey": false
+  },
+  "createTextTrack": {
+    "method": "POST",
+    "path": "/v1/assets/{id}/tracks",
+    "app": "api",
+    "idempotencyKey": true
+  },
+  "listTextTracks": {
+    "method": "GET",
+    "path": "/v1/assets/{id}/tracks",
+    "app": "api",
+    "idempotencyKey": false
+  },
+  "deleteTextTrack": {
+    "method": "DELETE",
+    "path": "/v1/assets/{id}/tracks/{track_id}",
     "app": "api",
     "idempotencyKey": false
   },
@@ -5312,6 +5613,12 @@ export const operationRoutes = {
     "path": "/v1/webhooks/{id}/deliveries/{delivery_id}/redeliver",
     "app": "api",
     "idempotencyKey": true
+  },
+  "getAnalytics": {
+    "method": "GET",
+    "path": "/v1/analytics/{metric}",
+    "app": "api",
+    "idempotencyKey": false
   },
   "health": {
     "method": "GET",

@@ -1,0 +1,1 @@
+export { webVttTextTrackReader } from "./text-track-reader.js";
