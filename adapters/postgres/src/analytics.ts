@@ -92,15 +92,14 @@ CREATE INDEX playback_views_time_idx ON playback_views (tenant_id, first_receive
 CREATE INDEX playback_views_asset_idx ON playback_views (tenant_id, asset_id, first_received_at);
 ALTER TABLE playback_views ENABLE ROW LEVEL SECURITY;
 ALTER TABLE playback_views FORCE ROW LEVEL SECURITY;
-CREATE POLICY tenant_isolation ON playback_views FOR SELECT
-  USING (tenant_id = current_setting('vod.tenant_id', true));
+-- A tenant's scope sees and writes its own views only, as on every tenant table; the purge of a
+-- deleted tenant deletes them as the tables' owner in that scope (the app role has no DELETE).
+CREATE POLICY tenant_isolation ON playback_views
+  USING (tenant_id = current_setting('vod.tenant_id', true))
+  WITH CHECK (tenant_id = current_setting('vod.tenant_id', true));
 CREATE POLICY telemetry_views ON playback_views
   USING (current_setting('vod.telemetry', true) = 'ingest')
   WITH CHECK (current_setting('vod.telemetry', true) = 'ingest');
--- A deleted tenant's views go with its other rows: the purge deletes as the tables' owner, in the
--- tenant's scope (the app role has no DELETE here, as on every tenant table).
-CREATE POLICY tenant_purge ON playback_views FOR DELETE
-  USING (tenant_id = current_setting('vod.tenant_id', true));
 CREATE INDEX telemetry_events_received_idx ON telemetry_events USING brin (received_at);
 CREATE POLICY telemetry_retention_read ON telemetry_events FOR SELECT
   USING (current_setting('vod.telemetry', true) = 'retention'

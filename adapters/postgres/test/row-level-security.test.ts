@@ -89,6 +89,17 @@ const seed = async (db: SqlDatabase, tenant: string) => {
     await q("INSERT INTO content_keys VALUES ($1, $2, 'kid', 'wrapped', 1)", [tenant, asset]);
     await q("INSERT INTO asset_chunks VALUES ($1, $2, '360p', 0, 1, 0, NULL, NULL)", [tenant, asset]);
     await q(
+      `INSERT INTO playback_views (tenant_id, session_id, asset_id, first_received_at, last_ts_ms, state,
+         played, started, failed, playing_ms, stall_ms, stalls)
+       VALUES ($1, $2, $3, 1, 0, 'idle', false, false, false, 0, 0, 0)`,
+      [tenant, uid("ps"), asset],
+    );
+    await q(
+      `INSERT INTO text_tracks (id, tenant_id, asset_id, type, language_code, name, closed_captions, status, created_at)
+       VALUES ($1, $2, $3, 'text', 'en', 'English', false, 'ready', 1)`,
+      [uid("trk"), tenant, asset],
+    );
+    await q(
       "INSERT INTO idempotency_keys (tenant_id, principal, key, fingerprint, locked_until, expires_at) VALUES ($1, 'p', 'k', 'f', 1, 9e12)",
       [tenant],
     );
@@ -203,8 +214,9 @@ onEachEngine(({ name, open }) => {
           table,
         ).toBe("42501");
         // The role deletes nothing: it has no DELETE right at all, but on idempotency keys, where
-        // it deletes only its own tenant's rows (a released key) and expired ones (the sweep).
-        if (table === "idempotency_keys")
+        // it deletes only its own tenant's rows (a released key) and expired ones (the sweep), and
+        // on telemetry events, where only the retention sweep's scope deletes (old events).
+        if (table === "idempotency_keys" || table === "telemetry_events")
           expect(
             await asApp(
               tenantA,
