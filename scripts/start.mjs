@@ -37,8 +37,12 @@ if (build.status !== 0) {
   process.exit(build.status ?? 1);
 }
 // The player's bundle, which the media app serves at /v1/player.js: esbuild, well under a second.
-const { bundlePlayer } = await import(pathToFileURL(join(root, "clients/player/build.mjs")).href);
-await bundlePlayer();
+// Only `serve` serves it: the other commands (upload, play, worker, …) leave the file alone, so
+// that they never rewrite it under a host that is reading it.
+if (process.argv[2] === "serve") {
+  const { bundlePlayer } = await import(pathToFileURL(join(root, "clients/player/build.mjs")).href);
+  await bundlePlayer();
+}
 process.stderr.write(`vod: built in ${((Date.now() - started) / 1000).toFixed(1)} s; starting…\n`);
 
 const { main } = await import(pathToFileURL(join(root, "hosts/express/dist/bin/vod.js")).href);
