@@ -1,6 +1,7 @@
-import { stat } from "node:fs/promises";
+import { readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { uploadThroughEndpoint } from "@vod/client";
 import { startWebPage } from "@vod/example-web-page";
 import { launchChromium, type TestBrowser } from "@vod/test-services/browser";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -178,4 +179,87 @@ for (const type of ["upload-progress", "upload-complete", "upload-error"])
     // The page's server has no favicon: its 404 aside, nothing went wrong in the page.
     expect(problems().filter((p) => !p.includes("status of 404"))).toEqual([]);
   }, 300_000);
+
+  it("the page's server refuses bad bodies with 400 and details.fields, and ids it did not start with 404", async () => {
+    const post = (path: string, body: unknown) =>
+      fetch(`${web.url}${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: typeof body === "string" ? body : JSON.stringify(body),
+      }).then(async (res) => ({ status: res.status, body: await res.json() }));
+
+    expect(await post("/uploads", "{not json")).toMatchObject({
+      status: 400,
+      body: { code: "invalid_request" },
+    });
+    expect(await post("/uploads", [1])).toMatchObject({ status: 400, body: { code: "invalid_request" } });
+    for (const size_bytes of [-1, 0, 1.5, "10", null])
+      expect(await post("/uploads", { size_bytes, name: "x" })).toMatchObject({
+        status: 400,
+        body: { code: "invalid_request", details: { fields: { size_bytes: expect.any(String) } } },
+      });
+    expect(await post("/uploads", { size_bytes: 10, name: 7 })).toMatchObject({
+      status: 400,
+      body: { details: { fields: { name: expect.any(String) } } },
+    });
+    expect(await post("/uploads", { size_bytes: 10, name: "x".repeat(201) })).toMatchObject({ status: 400 });
+    expect(await post("/uploads/complete", {})).toMatchObject({
+      status: 400,
+      body: { details: { fields: { upload_id: expect.any(String) } } },
+    });
+    expect(await post("/uploads/resume", { upload_id: 5 })).toMatchObject({ status: 400 });
+
+    // A session and an asset of the same tenant, started with the key but not by this page.
+    const headers = { "x-api-key": apiKey };
+    const asset = (await call(host.url, "/v1/assets", { headers, body: { title: "not the page's" } })).body
+      .asset;
+    const upload = (
+      await call(host.url, "/v1/uploads", { headers, body: { asset_id: asset.id, size_bytes: 10 } })
+    ).body.upload;
+    expect(await post("/uploads/complete", { upload_id: upload.id })).toMatchObject({
+      status: 404,
+      body: { code: "not_found" },
+    });
+    expect(await post("/uploads/resume", { upload_id: upload.id })).toMatchObject({ status: 404 });
+    expect(await post(`/assets/${asset.id}/playback`, {})).toMatchObject({ status: 404 });
+    const read = await fetch(`${web.url}/assets/${asset.id}`);
+    expect(read.status).toBe(404);
+    expect((await fetch(`${web.url}/no-such-route`)).status).toBe(404);
+    // Nothing of it touched the session: still waiting for its bytes.
+    const stored = await call(host.url, `/v1/uploads/${upload.id}`, { headers });
+    expect(stored.body.upload.status).toBe("created");
+  });
+
+  it("uploadThroughEndpoint (what the widget runs), from Node: a part URL refused as expired is replaced through /resume and the upload completes", async () => {
+    const bytes = await readFile(video);
+    const seen: string[] = [];
+    let refused = 0;
+    const watched: typeof fetch = async (input, init) => {
+      const url = new URL(input instanceof Request ? input.url : String(input));
+      const line = `${init?.method ?? "GET"} ${url.pathname}`;
+      seen.push(line);
+      // The media app's answer to a part URL past its expiry, once.
+      if (line.endsWith("/parts/2") && refused++ === 0) return new Response("expired", { status: 403 });
+      return fetch(input, init);
+    };
+    const done = await uploadThroughEndpoint({
+      endpoint: `${web.url}/uploads`,
+      file: new Blob([bytes]),
+      name: "from node",
+      parallel: 2,
+      fetch: watched,
+    });
+    expect(done.upload).toMatchObject({ status: "completed", part_count: 3, size_bytes: bytes.length });
+    expect(done.asset).toMatchObject({ title: "from node", status: "uploaded" });
+    const parts = `PUT /v1/uploads/${done.upload.id}/parts/`;
+    expect(seen.filter((l) => l === `${parts}2`)).toHaveLength(2);
+    expect(seen.filter((l) => l === `${parts}1` || l === `${parts}3`)).toHaveLength(2);
+    expect(seen.filter((l) => l.startsWith("POST"))).toEqual([
+      "POST /uploads",
+      "POST /uploads/resume",
+      "POST /uploads/complete",
+    ]);
+    const stored = await call(host.url, `/v1/assets/${done.asset.id}`, { headers: { "x-api-key": apiKey } });
+    expect(stored.body.asset.origin_size_bytes).toBe(bytes.length);
+  }, 60_000);
 });
