@@ -40,7 +40,8 @@ class Refusal extends Error {
 }
 
 const invalid = (field: string, message: string) =>
-  new Refusal(400, "invalid_request", `${field}: ${message}`, { fields: { [field]: message } });
+  // The API's shape: `details.fields` lists each field by its path.
+  new Refusal(400, "invalid_request", `${field}: ${message}`, { fields: [{ path: [field], message }] });
 
 const readJson = async (req: IncomingMessage): Promise<Record<string, unknown>> => {
   const chunks: Buffer[] = [];
@@ -153,8 +154,14 @@ export const startWebPage = async (options: WebPageOptions): Promise<WebPage> =>
       if (typeof name !== "string" || name.length > MAX_NAME_LENGTH)
         throw invalid("name", `a string of at most ${MAX_NAME_LENGTH} characters is required`);
       const asset = await client.assets.create({ title: name || "upload" });
+      // A size the API refuses (over its limit) leaves no empty asset behind.
+      const started = await client.uploads
+        .start({ asset_id: asset.id, size_bytes: size })
+        .catch(async (e) => {
+          await client.assets.delete(asset.id).catch(() => undefined);
+          throw e;
+        });
       assets.add(asset.id);
-      const started = await client.uploads.start({ asset_id: asset.id, size_bytes: size });
       uploads.add(started.upload.id);
       return [201, started];
     },

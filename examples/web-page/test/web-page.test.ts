@@ -196,16 +196,32 @@ for (const type of ["upload-progress", "upload-complete", "upload-error"])
     for (const size_bytes of [-1, 0, 1.5, "10", null])
       expect(await post("/uploads", { size_bytes, name: "x" })).toMatchObject({
         status: 400,
-        body: { code: "invalid_request", details: { fields: { size_bytes: expect.any(String) } } },
+        body: {
+          code: "invalid_request",
+          details: { fields: [{ path: ["size_bytes"], message: expect.any(String) }] },
+        },
       });
     expect(await post("/uploads", { size_bytes: 10, name: 7 })).toMatchObject({
       status: 400,
-      body: { details: { fields: { name: expect.any(String) } } },
+      body: { details: { fields: [{ path: ["name"], message: expect.any(String) }] } },
     });
     expect(await post("/uploads", { size_bytes: 10, name: "x".repeat(201) })).toMatchObject({ status: 400 });
+    // Over the API's limit (100 GiB): its refusal, passed on, and no asset left behind for it.
+    const before = (await call(host.url, "/v1/assets?limit=100", { headers: { "x-api-key": apiKey } })).body
+      .data.length;
+    expect(await post("/uploads", { size_bytes: 107_374_182_401, name: "huge" })).toMatchObject({
+      status: 400,
+      body: {
+        code: "invalid_request",
+        details: { fields: [{ path: ["size_bytes"], message: expect.any(String) }] },
+      },
+    });
+    const after = (await call(host.url, "/v1/assets?limit=100", { headers: { "x-api-key": apiKey } })).body
+      .data;
+    expect(after.length).toBe(before);
     expect(await post("/uploads/complete", {})).toMatchObject({
       status: 400,
-      body: { details: { fields: { upload_id: expect.any(String) } } },
+      body: { details: { fields: [{ path: ["upload_id"], message: expect.any(String) }] } },
     });
     expect(await post("/uploads/resume", { upload_id: 5 })).toMatchObject({ status: 400 });
 
