@@ -20,24 +20,25 @@ WORKDIR /app
 # lockfile names, and listing them here one by one would break on each new adapter.
 COPY . .
 RUN npm ci --no-audit --no-fund
-# The host and the packages it references (core, http, the player, adapters); tests, contract
+# The host and the packages it references (core, http, the clients, adapters); tests, contract
 # suites, examples and benchmarks are not compiled. Then the player's bundle, which the media app
 # serves at /v1/player.js (esbuild, a dev dependency: built here, before pruning).
 RUN npx tsc -b hosts/express && node clients/player/build.mjs
-# The runtime needs core, http, the player's bundle, the adapters and the host. The other workspaces (contract-tests,
+# The runtime needs core, http, the clients (the player bundle among them), the adapters and the
+# host. The other workspaces (contract-tests,
 # test-services, examples, bench) are dropped from the workspace list before pruning, so that their own
 # dependencies (testcontainers, vitest, ...) leave with the dev dependencies. The ffmpeg/ffprobe
 # installer packages (optional, ~140 MB, a 2018 build) are removed too: untrusted uploads are
 # decoded by Debian's ffmpeg, which VOD_FFMPEG_PATH / VOD_FFPROBE_PATH below name; a path set
 # that does not exist stops the start rather than falling back. A workspace keeps its own
 # node_modules where npm nested a version the root's cannot be (ipaddr.js 2 beside express's 1).
-RUN node -e "const fs=require('fs');const p=JSON.parse(fs.readFileSync('package.json','utf8'));p.workspaces=['core','http','clients/player','adapters/*','hosts/*'];fs.writeFileSync('package.json',JSON.stringify(p,null,2)+'\n')" \
+RUN node -e "const fs=require('fs');const p=JSON.parse(fs.readFileSync('package.json','utf8'));p.workspaces=['core','http','clients/*','adapters/*','hosts/*'];fs.writeFileSync('package.json',JSON.stringify(p,null,2)+'\n')" \
  && npm prune --omit=dev --no-audit --no-fund \
  && rm -rf node_modules/@ffmpeg-installer node_modules/@ffprobe-installer \
  && find node_modules -maxdepth 1 -type d -empty -delete \
  && mkdir /out \
  && cp -a package.json node_modules /out/ \
- && for ws in core http clients/player adapters/* hosts/*; do \
+ && for ws in core http clients/* adapters/* hosts/*; do \
       mkdir -p "/out/$ws" && cp -a "$ws/package.json" "$ws/dist" "/out/$ws/" \
       && if [ -d "$ws/node_modules" ]; then cp -a "$ws/node_modules" "/out/$ws/"; fi; \
     done \

@@ -39,6 +39,7 @@ export default defineConfig({
       "@vod/example-embedded": src("examples/embedded"),
       "@vod/example-fastify": src("examples/fastify"),
       "@vod/example-client": src("examples/client", "flow"),
+      "@vod/example-web-page": src("examples/web-page", "server"),
     },
   },
   test: {

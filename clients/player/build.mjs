@@ -2,6 +2,8 @@
 // the media app serves at {media_url}/v1/player.js. esbuild rather than tsc: tsc type-checks the
 // sources (tsc -b) but bundles nothing. Run by this package's build script, by `npm start`
 // (scripts/start.mjs), by the root `build` and `test` scripts and, as a global setup, by vitest.
+// `<vod-uploader>` takes `@vod/client` from its built dist/ (tsc -b first, as each of those does):
+// there its package.json's `browser` field maps the Node-only file reader away.
 import { build } from "esbuild";
 
 const here = new URL("./", import.meta.url);

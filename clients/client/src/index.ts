@@ -10,6 +10,7 @@ import {
 import { sleep } from "./retry.js";
 import { type CompletedUpload, type UploadOptions, uploadFile } from "./upload.js";
 
+export { type EndpointUploadOptions, uploadThroughEndpoint } from "./endpoint.js";
 export { AssetFailed, VodError } from "./errors.js";
 export type { components, operations, paths } from "./generated/openapi.js";
 export { operationRoutes } from "./generated/openapi.js";

@@ -66,7 +66,11 @@ const sizeOfPart = (s: UploadSessionInfo, n: number) =>
  * `GET /v1/uploads/{id}` for fresh URLs when one is refused as expired, and completes the session.
  * Given `uploadId`, sends only the parts that session lacks.
  */
-export const uploadFile = async (transport: Transport, options: UploadOptions): Promise<CompletedUpload> => {
+export const uploadFile = async (
+  transport: Transport,
+  // Without an asset (an upload through a page's endpoint), the endpoint's server creates it.
+  options: Omit<UploadOptions, "assetId"> & { readonly assetId?: string },
+): Promise<CompletedUpload> => {
   const { signal } = options;
   const path = typeof options.file === "string" ? options.file : undefined;
   const nodeFile = path === undefined ? undefined : await import("./node-file.js");
@@ -79,7 +83,7 @@ export const uploadFile = async (transport: Transport, options: UploadOptions): 
 
   const start = async (): Promise<Plan> => {
     const { upload } = await transport.request("startUpload", {
-      body: { asset_id: options.assetId, size_bytes: blob.size },
+      body: { asset_id: options.assetId ?? "", size_bytes: blob.size },
       signal,
     });
     const { id, asset_id, part_size, part_count, size_bytes, expires_at } = upload;
@@ -93,7 +97,10 @@ export const uploadFile = async (transport: Transport, options: UploadOptions): 
   let plan: Plan | undefined;
   if (options.uploadId !== undefined) {
     const { upload } = await resume(options.uploadId);
-    if (upload.asset_id !== options.assetId || upload.size_bytes !== blob.size)
+    if (
+      (options.assetId !== undefined && upload.asset_id !== options.assetId) ||
+      upload.size_bytes !== blob.size
+    )
       throw new TypeError(
         `upload ${upload.id} is of asset ${upload.asset_id}, ${upload.size_bytes} bytes: not this file (${blob.size} bytes)`,
       );

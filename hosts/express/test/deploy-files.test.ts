@@ -217,7 +217,9 @@ describe("deploy files", () => {
     const dirs = [
       "core",
       "http",
-      ...["adapters", "hosts"].flatMap((top) => readdirSync(join(root, top)).map((name) => `${top}/${name}`)),
+      ...["adapters", "clients", "hosts"].flatMap((top) =>
+        readdirSync(join(root, top)).map((name) => `${top}/${name}`),
+      ),
     ];
     const byName = new Map(dirs.map((dir) => [manifest(dir).name, dir]));
     const needed = new Set<string>();
