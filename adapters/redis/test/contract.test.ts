@@ -124,7 +124,7 @@ describe.skipIf(redisUrl === null)(
         });
         // A revocation's message is dropped, not an error: the database has the revocation.
         await Effect.runPromise(unreachable.revocationFeed.publish({ kind: "api_key", id: uid("key") }));
-        expect(unreachable.health()).toEqual({ connected: false, outages: 1, fallbackHits: 3 });
+        expect(unreachable.health()).toEqual({ connected: false, outages: 1, fallbackHits: 4 });
         expect(said).toEqual([["warn", "Redis unreachable, rate limits per node"]]);
       }, 15_000);
 
