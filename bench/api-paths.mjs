@@ -26,6 +26,9 @@ const args = benchArgs(
     duration: { type: "string", default: "8" },
     rounds: { type: "string", default: "3" },
     sets: { type: "string", default: "embedded,server" },
+    // Lengthens each asset's title: builds whose asset replies differ in size (a field added)
+    // compared at the same reply bytes, with VOD_BENCH_REPO naming the older build.
+    "title-pad": { type: "string", default: "0" },
   },
   { redis: true },
 );
@@ -110,7 +113,7 @@ const startSet = async (set) => {
       : {}),
   };
   const vod = await startVodHost({ cli, dataDir, env, track });
-  return { set, paths: await apiHotPaths(vod) };
+  return { set, paths: await apiHotPaths(vod, { titlePad: Number(args["title-pad"]) }) };
 };
 
 const targets = {
@@ -171,7 +174,8 @@ try {
   };
   console.log(
     `\nAPI paths: ${connections} connections, ${duration} s, median of ${rounds} round(s); ` +
-      `load average at the end ${loadAverage()} ${describeBuild()}\n`,
+      `load average at the end ${loadAverage()} ${describeBuild()}; limit=50 replies ` +
+      `${hosts.map((h) => `${h.set} ${h.paths.find((p) => p.id === "limit50")?.bytes} bytes`).join(", ")}\n`,
   );
   const rows = [
     [

@@ -3,9 +3,16 @@
 // embedded database process, of the Postgres server's backends and of Redis, and of the load
 // generator, each in microseconds per request; with --profile, the CPU profile by function of the host and of its database process.
 //
+// On the server set the Postgres column counts the host's own backends only (found by the client
+// ports of its connections), so other work on the machine's Postgres does not count.
+//
 //   node bench/profile-api.mjs [--set embedded|server] [--duration 5] [--connections 50]
 //                              [--paths limit50,limit1,me] [--profile] [--top 25] [--keep-profile FILE]
-//   (--keep-profile keeps the host's profile as FILE and the database process's as FILE.db)
+//                              [--title-pad N]
+//   (--keep-profile keeps the host's profile as FILE and the database process's as FILE.db;
+//   --title-pad lengthens each asset's title by N characters: builds whose asset replies differ
+//   in size compared at the same reply bytes)
+import { execFileSync } from "node:child_process";
 import { copyFile, mkdir, mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -33,6 +40,7 @@ const args = benchArgs(
     profile: { type: "boolean", default: false },
     top: { type: "string", default: "25" },
     "keep-profile": { type: "string" },
+    "title-pad": { type: "string", default: "0" },
   },
   { redis: true },
 );
@@ -58,11 +66,35 @@ const cpuOfCommand = async (comm) => {
   }
   return total;
 };
+/**
+ * The Postgres backends serving `pid`'s connections: their client ports, from ss, looked up in
+ * pg_stat_activity (on one machine the client port names one connection).
+ */
+const backendsOf = async (pid, admin) => {
+  const serverPort = new URL(args["database-url"]).port || "5432";
+  const listing = execFileSync("ss", ["-Htnp", "state", "established", `( dport = :${serverPort} )`], {
+    encoding: "utf8",
+  });
+  const ports = [...listing.matchAll(/:(\d+)\s+\S+:\d+\s+users:\(.*?pid=(\d+)/g)]
+    .filter((m) => Number(m[2]) === pid)
+    .map((m) => Number(m[1]));
+  if (ports.length === 0) return [];
+  const { rows } = await admin.query("SELECT pid FROM pg_stat_activity WHERE client_port = ANY($1::int[])", [
+    ports,
+  ]);
+  return rows.map((r) => r.pid);
+};
 const cpuOf = async (pid) => {
   const c = await cpuSeconds(pid);
   return c.user + c.system;
 };
 
+const admin = server
+  ? (await fromRepo("adapters/postgres")).connectPostgres({
+      connectionString: args["database-url"],
+      poolSize: 1,
+    })
+  : undefined;
 const scratch = await mkdtemp(join(tmpdir(), "vod-bench-profile-api-"));
 const profiles = join(scratch, "profiles");
 await mkdir(profiles);
@@ -85,7 +117,9 @@ try {
     },
     nodeArgs: args.profile ? ["--cpu-prof", `--cpu-prof-dir=${profiles}`, "--cpu-prof-interval=200"] : [],
   });
-  const all = Object.fromEntries((await apiHotPaths(vod)).map((path) => [path.id, path]));
+  const all = Object.fromEntries(
+    (await apiHotPaths(vod, { titlePad: Number(args["title-pad"]) })).map((path) => [path.id, path]),
+  );
   const hostPid = vod.host.child.pid;
   const dbPids = await childPids(hostPid);
   const rows = [];
@@ -106,10 +140,17 @@ try {
       ]);
     const warm = run(1);
     await new Promise((r) => warm.child.once("exit", r));
+    // After the warm-up, which opened the pool's connections.
+    const backends = admin ? await backendsOf(hostPid, admin) : [];
+    // Each backend's CPU, or NaN for one whose connection closed: such a backend counts nothing
+    // (NaN - x is NaN, dropped from the sum), rather than its whole past as negative.
+    const postgresCpu = async () => Promise.all(backends.map((pid) => cpuOf(pid).catch(() => Number.NaN)));
+    const postgresDelta = (after, before) =>
+      after.reduce((total, a, i) => (Number.isNaN(a - before[i]) ? total : total + a - before[i]), 0);
     const before = {
       host: await cpuOf(hostPid),
       db: (await Promise.all(dbPids.map(cpuOf))).reduce((a, b) => a + b, 0),
-      postgres: await cpuOfCommand("postgres"),
+      postgres: await postgresCpu(),
       redis: await cpuOfCommand("redis-server"),
     };
     const from = micros();
@@ -134,26 +175,30 @@ try {
     const after = {
       host: await cpuOf(hostPid),
       db: (await Promise.all(dbPids.map(cpuOf))).reduce((a, b) => a + b, 0),
-      postgres: await cpuOfCommand("postgres"),
+      postgres: await postgresCpu(),
       redis: await cpuOfCommand("redis-server"),
     };
     const us = (s) => ((s * 1e6) / n).toFixed(0);
     rows.push([
       name,
+      path.bytes ?? "",
       (n / duration).toFixed(0),
       us(after.host - before.host),
       us(after.db - before.db),
-      us(after.postgres - before.postgres),
+      us(postgresDelta(after.postgres, before.postgres)),
       us(after.redis - before.redis),
       us(loadCpu),
       `${result.non2xx} non-2xx`,
     ]);
   }
   console.log(
-    `\n${args.set}: CPU µs per request (1/100 s ticks; the Postgres and Redis columns count every process of that name on the machine)\n`,
+    `\n${args.set}: CPU µs per request (1/100 s ticks; postgres: the host's backends; redis: every redis-server on the machine)\n`,
   );
   console.log(
-    table(["path", "req/s", "host", "db process", "postgres", "redis", "load generator", "errors"], rows),
+    table(
+      ["path", "reply bytes", "req/s", "host", "db process", "postgres", "redis", "load generator", "errors"],
+      rows,
+    ),
   );
   await vod.host.stop();
   vod = undefined;
@@ -181,9 +226,7 @@ try {
   }
 } finally {
   await vod?.host.stop();
-  if (server) {
-    const { connectPostgres } = await fromRepo("adapters/postgres");
-    const admin = connectPostgres({ connectionString: args["database-url"], poolSize: 1 });
+  if (admin) {
     for (const s of [schema, `${schema}_jobs`]) await dropBenchSchema(admin, s).catch(() => undefined);
     await admin.close();
   }
