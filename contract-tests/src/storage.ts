@@ -286,6 +286,45 @@ export const describeStorage = (name: string, makeSubject: () => Promise<Storage
       });
     });
 
+    describe("the sweep of expired tokens", () => {
+      it("deletes expired email and refresh tokens of every tenant, at most `limit` a call, and keeps the rest", async () => {
+        const { user } = await tenantWithUser();
+        const { user: other } = await tenantWithUser();
+        const [session, otherSession] = [aSession(user), aSession(other)];
+        const mail = [anEmailToken(user, { expires_at: 1_000 }), anEmailToken(other, { expires_at: 2_000 })];
+        const liveMail = anEmailToken(user);
+        const refresh = [aToken(session, { expires_at: 1_000 }), aToken(otherSession, { expires_at: 2_000 })];
+        const liveRefresh = aToken(session);
+        for (const s of [session, otherSession]) await run(storage.refreshSessions.insertSession(s));
+        for (const t of [...mail, liveMail]) await run(storage.emailTokens.insert(t));
+        for (const t of [...refresh, liveRefresh]) await run(storage.refreshSessions.insertToken(t));
+
+        // Other suites' tokens may be past this expiry too: counts are at least ours.
+        expect(await run(storage.emailTokens.deleteExpired(2_000, 1))).toBe(1);
+        expect(await run(storage.emailTokens.deleteExpired(2_000, 1_000))).toBeGreaterThanOrEqual(1);
+        expect(await run(storage.emailTokens.deleteExpired(2_000, 1_000))).toBe(0);
+        expect(await db.emailTokensOfUser(user.id)).toEqual([liveMail]);
+        expect(await db.emailTokensOfUser(other.id)).toEqual([]);
+
+        // Expired at 2,000: not yet at 1,999.
+        expect(await run(storage.refreshSessions.deleteTokensExpired(1_999, 1_000))).toBeGreaterThanOrEqual(
+          1,
+        );
+        expect(await db.refreshTokensOfSession(otherSession.id)).toEqual([refresh[1]]);
+        expect(await run(storage.refreshSessions.deleteTokensExpired(2_000, 1_000))).toBeGreaterThanOrEqual(
+          1,
+        );
+        expect(await db.refreshTokensOfSession(session.id)).toEqual([liveRefresh]);
+        expect(await db.refreshTokensOfSession(otherSession.id)).toEqual([]);
+
+        // What is left works as before.
+        expect(
+          Option.isSome(await run(storage.emailTokens.use(liveMail.token_hash, "reset_password", 3_000))),
+        ).toBe(true);
+        expect(await run(storage.refreshSessions.markTokenUsed(liveRefresh.token_hash, 3_000))).toBe(true);
+      });
+    });
+
     describe("tokens of account mail", () => {
       it("stores a token as given and uses it once, by its hash, before it expires", async () => {
         const { user } = await tenantWithUser();

@@ -13,7 +13,7 @@ export { TokenRejected } from "./ports/token-signer.js";
 export { UrlRefused } from "./ports/webhook-sender.js";
 export * from "./schema/index.js";
 export * from "./tokens.js";
-export type { Accounts } from "./use-cases/accounts.js";
+export { type Accounts, EXPIRED_REFRESH_TOKEN_KEPT_MS } from "./use-cases/accounts.js";
 export type { AnalyticsAnswer, AnalyticsDatum } from "./use-cases/analytics.js";
 export { KEY_TAG, MAX_LISTED_API_KEYS } from "./use-cases/api-keys.js";
 export { makeCursors } from "./use-cases/assets.js";

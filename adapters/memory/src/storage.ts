@@ -26,6 +26,23 @@ const ofTenant =
   (o: Option.Option<V>) =>
     Option.filter(o, (v) => v.tenant_id === tenantId);
 
+/** Deletes up to `limit` entries that expired at or before `before`; answers how many. */
+const deleteExpiredOf = <V extends { expires_at: number }>(
+  map: Map<string, V>,
+  before: number,
+  limit: number,
+) => {
+  let deleted = 0;
+  for (const [key, value] of map) {
+    if (deleted >= limit) break;
+    if (value.expires_at <= before) {
+      map.delete(key);
+      deleted++;
+    }
+  }
+  return deleted;
+};
+
 /** The map key of an Idempotency-Key record: JSON, so that no two owners' keys read alike. */
 const idempotencyId = (tenantId: string, principal: string, key: string) =>
   JSON.stringify([tenantId, principal, key]);
@@ -168,6 +185,8 @@ const repositoriesOver = (s: MemoryState): Repositories => ({
         s.refreshTokens.set(hash, { ...token, used_at: at });
         return true;
       }),
+    deleteTokensExpired: (before, limit) =>
+      Effect.sync(() => deleteExpiredOf(s.refreshTokens, before, limit)),
   },
   emailTokens: {
     insert: (token) => Effect.sync(() => void s.emailTokens.set(token.token_hash, token)),
@@ -190,6 +209,7 @@ const repositoriesOver = (s: MemoryState): Repositories => ({
           )
             s.emailTokens.set(token.token_hash, { ...token, used_at: at });
       }),
+    deleteExpired: (before, limit) => Effect.sync(() => deleteExpiredOf(s.emailTokens, before, limit)),
   },
   apiKeys: {
     insert: (key) =>

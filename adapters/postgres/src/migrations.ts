@@ -332,6 +332,29 @@ CREATE INDEX text_tracks_of_asset ON text_tracks (tenant_id, asset_id, created_a
 ${tenantOwnedTablesSql(["text_tracks"])}
 `,
   },
+  {
+    version: 18,
+    name: "the sweep of expired email and refresh tokens",
+    // As the Idempotency-Key sweep (migration 6): in the sweep's scope the app role sees and
+    // deletes rows of any tenant past the expiry the scope names, and nothing else; the indexes
+    // find them without reading every token.
+    sql: `
+CREATE INDEX email_tokens_expiry_idx ON email_tokens (expires_at);
+CREATE INDEX refresh_tokens_expiry_idx ON refresh_tokens (expires_at);
+${["email_tokens", "refresh_tokens"]
+  .map(
+    (table) => `CREATE POLICY expired_${table}_read ON ${table} FOR SELECT
+  USING (expires_at <= nullif(current_setting('vod.expired_before', true), '')::bigint);
+CREATE POLICY expired_${table}_delete ON ${table} FOR DELETE
+  USING (expires_at <= nullif(current_setting('vod.expired_before', true), '')::bigint);
+`,
+  )
+  .join("")}DO $$
+BEGIN
+  EXECUTE format('GRANT DELETE ON email_tokens, refresh_tokens TO %I', ${APP_ROLE_SQL});
+END $$;
+`,
+  },
 ];
 
 /**

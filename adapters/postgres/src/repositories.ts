@@ -198,6 +198,19 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
   };
   const write = (scope: Scope, text: string, params: ReadonlyArray<unknown>) =>
     Effect.asVoid(run(scope, text, params));
+  /**
+   * Up to `limit` rows of `table` past their expiry, of any tenant: the sweep's scope sees and
+   * deletes only rows that expired before `vod.expired_before` (migration 18).
+   */
+  const deleteExpiredFrom = (table: string, before: number, limit: number) =>
+    Effect.map(
+      run(
+        lookupScope({ "vod.expired_before": String(before) }),
+        `DELETE FROM ${table} WHERE ctid IN (SELECT ctid FROM ${table} WHERE expires_at <= $1 LIMIT $2)`,
+        [before, limit],
+      ),
+      (r) => r.rowCount,
+    );
   /** The row a lookup that discovers the tenant finds by its one key (a hash), in that key's scope. */
   const byKey =
     <R>(setting: string, text: string) =>
@@ -345,6 +358,7 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
           "UPDATE refresh_tokens SET used_at = $2 WHERE token_hash = $1 AND used_at IS NULL",
           [hash, at],
         ),
+      deleteTokensExpired: (before, limit) => deleteExpiredFrom("refresh_tokens", before, limit),
     },
     emailTokens: {
       insert: (t) => write(tenantScope(t.tenant_id), ...insertOf("email_tokens", EMAIL_TOKEN, t)),
@@ -368,6 +382,7 @@ export const repositoriesOver = (sql: ScopedSql, enqueue?: Enqueue): Repositorie
            WHERE tenant_id = $1 AND user_id = $2 AND purpose = $3 AND used_at IS NULL`,
           [tenantId, userId, purpose, at],
         ),
+      deleteExpired: (before, limit) => deleteExpiredFrom("email_tokens", before, limit),
     },
     apiKeys: {
       insert: (k) => write(tenantScope(k.tenant_id), ...insertOf("api_keys", API_KEY, k)),

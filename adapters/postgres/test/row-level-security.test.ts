@@ -214,9 +214,10 @@ onEachEngine(({ name, open }) => {
           table,
         ).toBe("42501");
         // The role deletes nothing: it has no DELETE right at all, but on idempotency keys, where
-        // it deletes only its own tenant's rows (a released key) and expired ones (the sweep), and
-        // on telemetry events, where only the retention sweep's scope deletes (old events).
-        if (table === "idempotency_keys" || table === "telemetry_events")
+        // it deletes only its own tenant's rows (a released key) and expired ones (the sweep), on
+        // email and refresh tokens, where the sweep deletes expired ones, and on telemetry events,
+        // where only the retention sweep's scope deletes (old events).
+        if (["idempotency_keys", "telemetry_events", "email_tokens", "refresh_tokens"].includes(table))
           expect(
             await asApp(
               tenantA,
@@ -352,6 +353,19 @@ onEachEngine(({ name, open }) => {
         read: (await tx.query("SELECT 1 FROM telemetry_events")).rows.length,
       }));
       expect(telemetry).toEqual({ inserted: 1, read: 0 });
+      // The token sweep's scope sees and deletes tokens of any tenant past the expiry it names,
+      // and nothing else (the seeded tokens expire at 9e12).
+      const sweep = (before: number) =>
+        asApp({ "vod.expired_before": String(before) }, async (tx) => ({
+          mail: (await tx.query("DELETE FROM email_tokens")).rowCount,
+          refresh: (await tx.query("DELETE FROM refresh_tokens")).rowCount,
+          users: (await tx.query("SELECT 1 FROM users")).rows.length,
+        }));
+      expect(await sweep(9e12 - 1)).toEqual({ mail: 0, refresh: 0, users: 0 });
+      const swept = await sweep(9e12);
+      expect(swept.mail).toBeGreaterThanOrEqual(2);
+      expect(swept.refresh).toBeGreaterThanOrEqual(2);
+      expect(swept.users).toBe(0);
     });
   });
 });

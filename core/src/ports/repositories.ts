@@ -81,6 +81,8 @@ export interface RefreshSessionRepository {
    * one gets `true`; that is what makes reuse detection hold under concurrency.
    */
   markTokenUsed(tokenHash: string, at: number): Op<boolean>;
+  /** Deletes up to `limit` tokens, of any tenant, that expired at or before `before`; answers how many. */
+  deleteTokensExpired(before: number, limit: number): Op<number>;
 }
 
 export interface EmailTokenRepository {
@@ -94,6 +96,8 @@ export interface EmailTokenRepository {
   use(tokenHash: string, purpose: EmailTokenPurpose, at: number): Op<Option.Option<EmailToken>>;
   /** Marks every unused token of the user of `purpose` used: a new password ends the other reset links. */
   useAllOfUser(tenantId: TenantId, userId: string, purpose: EmailTokenPurpose, at: number): Op<void>;
+  /** Deletes up to `limit` tokens, of any tenant, that expired at or before `before`; answers how many. */
+  deleteExpired(before: number, limit: number): Op<number>;
 }
 
 export interface ApiKeyRepository {

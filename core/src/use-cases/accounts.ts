@@ -37,6 +37,16 @@ export interface SignedIn extends Resources.Tokens {
 /** How long after a sign-in its access tokens may delete the tenant without a password. */
 export const FRESH_SIGN_IN_MS = 5 * 60 * 1000;
 
+/**
+ * How long an expired refresh token is kept: within it a client presenting it is told
+ * "refresh token expired" (and knows to sign in again) rather than "invalid refresh token".
+ * An expired email link answers as an unknown one, so those go at expiry.
+ */
+export const EXPIRED_REFRESH_TOKEN_KEPT_MS = 7 * 24 * 60 * 60 * 1000;
+
+/** Rows per delete of the token sweep, so that no one statement holds locks for long. */
+const SWEEP_CHUNK = 1_000;
+
 export const makeAccounts = (
   ports: VodPorts,
   config: VodConfig,
@@ -450,7 +460,25 @@ export const makeAccounts = (
           tenant: principal.tenant,
         };
 
-  return { signup, login, google, refresh, logout, changePassword, deleteTenant, me };
+  /**
+   * Deletes the tokens no one can use any more: email links past their expiry, refresh tokens a
+   * week past theirs. Run by the worker's sweep; answers how many of each went.
+   */
+  const sweepExpiredTokens = () => {
+    const until = (remove: Effect.Effect<number, StorageError>): Effect.Effect<number, StorageError> =>
+      Effect.flatMap(remove, (n) =>
+        n < SWEEP_CHUNK ? Effect.succeed(n) : Effect.map(until(remove), (m) => n + m),
+      );
+    const now = clock.now();
+    return Effect.all({
+      emailTokens: until(storage.emailTokens.deleteExpired(now, SWEEP_CHUNK)),
+      refreshTokens: until(
+        storage.refreshSessions.deleteTokensExpired(now - EXPIRED_REFRESH_TOKEN_KEPT_MS, SWEEP_CHUNK),
+      ),
+    });
+  };
+
+  return { signup, login, google, refresh, logout, changePassword, deleteTenant, me, sweepExpiredTokens };
 };
 
 const emailTaken = () => new Conflict({ message: "an account with this email already exists" });

@@ -236,6 +236,10 @@ export const startWorker = async (
     const swept = await Effect.runPromise(Effect.either(vod.analytics.sweepRawEvents()));
     if (swept._tag === "Left") log.warn({ err: swept.left.message }, "telemetry retention sweep failed");
     else if (swept.right > 0) log.info({ deleted: swept.right }, "telemetry events past retention deleted");
+    const tokens = await Effect.runPromise(Effect.either(vod.accounts.sweepExpiredTokens()));
+    if (tokens._tag === "Left") log.warn({ err: tokens.left.message }, "expired token sweep failed");
+    else if (tokens.right.emailTokens + tokens.right.refreshTokens > 0)
+      log.info(tokens.right, "expired email and refresh tokens deleted");
   };
   const timer = setInterval(() => void sweep(), options.sweepEveryMs ?? 10 * 60_000);
   timer.unref();
