@@ -1,18 +1,9 @@
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import {
-  type BrowserPage,
-  launchChromium,
-  type PageServer,
-  servePages,
-  type TestBrowser,
-} from "@vod/test-services/browser";
+import type { BrowserPage } from "@vod/test-services/browser";
 import { rolldown } from "rolldown";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { call, makeSizedVideo, signUp, startMemoryHost } from "../../../hosts/express/test/support.js";
+import { call, type KitPages, startKitPages } from "../../../hosts/express/test/support.js";
 
 /** The package as a bundler makes it for a page: its built entry, the browser field applied. */
 const bundleForBrowsers = async () => {
@@ -43,43 +34,24 @@ window.ready = true;
 </script>`;
 
 describe("@vod/client in a browser page (headless Chromium)", () => {
-  let dir: string;
-  let browser: TestBrowser;
-  let pages: PageServer;
-  let host: Awaited<ReturnType<typeof startMemoryHost>>;
-  let apiKey: string;
+  let kit: KitPages;
   let bundle: string;
 
   beforeAll(async () => {
-    dir = await mkdtemp(join(tmpdir(), "vod-client-browser-"));
-    const video = join(dir, "video.mp4");
-    await makeSizedVideo(video, 20);
     bundle = await bundleForBrowsers();
-    pages = await servePages({
-      "/": { text: page },
-      "/client.js": { text: bundle, type: "text/javascript; charset=utf-8" },
-      "/video.mp4": { file: video },
+    kit = await startKitPages({
+      prefix: "vod-client-browser-",
+      videoMiB: 20,
+      routes: (video) => ({
+        "/": { text: page },
+        "/client.js": { text: bundle, type: "text/javascript; charset=utf-8" },
+        "/video.mp4": { file: video },
+      }),
+      scope: "write",
     });
-    // The page's origin may call the API; part URLs answer CORS for any origin.
-    host = await startMemoryHost({
-      VOD_DATA_DIR: dir,
-      VOD_WORKER_CONCURRENCY: "0",
-      VOD_LOG_LEVEL: "warn",
-      VOD_CORS_ORIGINS: pages.url,
-    });
-    const auth = await signUp(host.url, "browser");
-    apiKey = (
-      await call(host.url, "/v1/api-keys", { headers: auth, body: { name: "tool", scopes: ["write"] } })
-    ).body.key;
-    browser = await launchChromium();
   }, 120_000);
 
-  afterAll(async () => {
-    await browser?.close();
-    await host?.close(1_000);
-    await pages?.close();
-    await rm(dir, { recursive: true, force: true });
-  });
+  afterAll(() => kit?.close());
 
   it("uploads a File straight to the part URLs, verifies a signed webhook and reports errors as VodError", async () => {
     // The Node-only module (file paths) is mapped away: nothing of node: reaches the page.
@@ -103,14 +75,14 @@ describe("@vod/client in a browser page (headless Chromium)", () => {
       },
     };
 
-    const opened: BrowserPage = await browser.open(`${pages.url}/`);
+    const opened: BrowserPage = await kit.browser.open(`${kit.pages.url}/`);
     await opened.page.waitForFunction(() => (globalThis as unknown as { ready?: boolean }).ready === true);
     const result = await opened.page.evaluate(
       (args) =>
         (globalThis as unknown as { uploadFromPage: (a: typeof args) => Promise<unknown> }).uploadFromPage(
           args,
         ),
-      { apiUrl: host.url, apiKey, signed },
+      { apiUrl: kit.host.url, apiKey: kit.apiKey, signed },
     );
     const { asset, parts, event, tampered, missing } = result as {
       asset: { id: string; status: string; origin_size_bytes: number };
@@ -121,7 +93,9 @@ describe("@vod/client in a browser page (headless Chromium)", () => {
     };
     expect(asset.status).toBe("uploaded");
     expect(parts).toEqual([0, 1, 2, 3]);
-    const stored = await call(host.url, `/v1/assets/${asset.id}`, { headers: { "x-api-key": apiKey } });
+    const stored = await call(kit.host.url, `/v1/assets/${asset.id}`, {
+      headers: { "x-api-key": kit.apiKey },
+    });
     expect(stored.body.asset.origin_size_bytes).toBe(asset.origin_size_bytes);
     expect(event).toMatchObject({ type: "asset.ready", data: { asset: { id: "ast_x" } } });
     expect(tampered).toBe("WebhookVerificationError");

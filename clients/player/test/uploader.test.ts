@@ -1,11 +1,8 @@
-import { mkdtemp, rm, stat } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { stat } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import { playerBundle } from "@vod/player/files";
-import { launchChromium, type PageServer, servePages, type TestBrowser } from "@vod/test-services/browser";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { call, makeSizedVideo, signUp, startMemoryHost } from "../../../hosts/express/test/support.js";
+import { call, type KitPages, startKitPages } from "../../../hosts/express/test/support.js";
 
 interface UploaderRun {
   readonly events: Array<{ type: string; detail: Record<string, unknown> }>;
@@ -53,45 +50,27 @@ window.ready = true;
 </script>`;
 
 describe("<vod-uploader> in headless Chromium (the player's bundle, a host on memory storage)", () => {
-  let dir: string;
-  let browser: TestBrowser;
-  let pages: PageServer;
-  let host: Awaited<ReturnType<typeof startMemoryHost>>;
-  let apiKey: string;
+  let kit: KitPages;
   let size: number;
 
   beforeAll(async () => {
-    dir = await mkdtemp(join(tmpdir(), "vod-uploader-"));
-    const video = join(dir, "video.mp4");
-    await makeSizedVideo(video, 12);
-    size = (await stat(video)).size;
-    pages = await servePages({
-      "/": { text: page },
-      "/player.js": { file: fileURLToPath(playerBundle) },
-      "/video.mp4": { file: video },
+    kit = await startKitPages({
+      prefix: "vod-uploader-",
+      videoMiB: 12,
+      routes: (video) => ({
+        "/": { text: page },
+        "/player.js": { file: fileURLToPath(playerBundle) },
+        "/video.mp4": { file: video },
+      }),
+      scope: "write",
     });
-    host = await startMemoryHost({
-      VOD_DATA_DIR: dir,
-      VOD_WORKER_CONCURRENCY: "0",
-      VOD_LOG_LEVEL: "warn",
-      VOD_CORS_ORIGINS: pages.url,
-    });
-    const auth = await signUp(host.url, "uploader");
-    apiKey = (
-      await call(host.url, "/v1/api-keys", { headers: auth, body: { name: "tool", scopes: ["write"] } })
-    ).body.key;
-    browser = await launchChromium();
+    size = (await stat(kit.video)).size;
   }, 120_000);
 
-  afterAll(async () => {
-    await browser?.close();
-    await host?.close(1_000);
-    await pages?.close();
-    await rm(dir, { recursive: true, force: true });
-  });
+  afterAll(() => kit?.close());
 
   const drop = async (attributes: Record<string, string>) => {
-    const opened = await browser.open(`${pages.url}/`);
+    const opened = await kit.browser.open(`${kit.pages.url}/`);
     await opened.page.waitForFunction(() => (globalThis as unknown as { ready?: boolean }).ready === true);
     const run = (await opened.page.evaluate(
       (a) =>
@@ -104,7 +83,7 @@ describe("<vod-uploader> in headless Chromium (the player's bundle, a host on me
   };
 
   it("with api-url and api-key, a dropped file is uploaded in parts: progress to 100%, upload-complete with the asset, now uploaded", async () => {
-    const { run, problems } = await drop({ "api-url": host.url, "api-key": apiKey, parallel: "2" });
+    const { run, problems } = await drop({ "api-url": kit.host.url, "api-key": kit.apiKey, parallel: "2" });
 
     expect(run.events.filter((e) => e.type === "upload-error")).toEqual([]);
     const percents = run.events.filter((e) => e.type === "upload-progress").map((e) => e.detail.percent);
@@ -128,8 +107,8 @@ describe("<vod-uploader> in headless Chromium (the player's bundle, a host on me
       shownAsError: false,
       percentShown: 100,
     });
-    const stored = await call(host.url, `/v1/assets/${complete.assetId}`, {
-      headers: { "x-api-key": apiKey },
+    const stored = await call(kit.host.url, `/v1/assets/${complete.assetId}`, {
+      headers: { "x-api-key": kit.apiKey },
     });
     expect(stored.body.asset).toMatchObject({ status: "uploaded", origin_size_bytes: size });
     // The page server's 404 for the favicon aside.
@@ -137,7 +116,7 @@ describe("<vod-uploader> in headless Chromium (the player's bundle, a host on me
   }, 60_000);
 
   it("a refused key, an endpoint that refuses and no attributes at all end in upload-error, shown in the widget", async () => {
-    const badKey = await drop({ "api-url": host.url, "api-key": "vod_not_a_key" });
+    const badKey = await drop({ "api-url": kit.host.url, "api-key": "vod_not_a_key" });
     expect(badKey.run.events.map((e) => e.type)).toEqual(["upload-error"]);
     expect(badKey.run.events[0]?.detail).toMatchObject({ status: 401, code: "unauthorized" });
     expect(badKey.run).toMatchObject({ state: "error", dataState: "error", shownAsError: true });

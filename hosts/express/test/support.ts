@@ -1,6 +1,9 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { generateSigningKeys } from "@vod/adapter-jose";
@@ -11,6 +14,13 @@ import {
   memoryStorage,
 } from "@vod/adapter-memory";
 import { loadConfig, startHost } from "@vod/host-express";
+import {
+  launchChromium,
+  type PageRoute,
+  type PageServer,
+  servePages,
+  type TestBrowser,
+} from "@vod/test-services/browser";
 
 /** The CLI as `npm start` runs it, from the build that `npm test` makes before vitest. */
 export const cli = fileURLToPath(new URL("../dist/bin/vod.js", import.meta.url));
@@ -323,3 +333,54 @@ export const kill = (child: ChildProcess) =>
     child.once("exit", () => resolve());
     child.kill("SIGKILL");
   });
+
+/**
+ * What a browser test of the kit starts with: a scratch directory holding a real MP4 of about
+ * `videoMiB` MB, pages served from an origin of their own (`routes`, given the video's path), a
+ * memory host whose CORS lets those pages call it, an API key of `scope`, and Chromium.
+ * `close` undoes it all.
+ */
+export interface KitPages {
+  readonly video: string;
+  readonly pages: PageServer;
+  readonly host: Awaited<ReturnType<typeof startMemoryHost>>;
+  readonly apiKey: string;
+  readonly browser: TestBrowser;
+  readonly close: () => Promise<void>;
+}
+
+export const startKitPages = async (options: {
+  readonly prefix: string;
+  readonly videoMiB: number;
+  readonly routes: (video: string) => Readonly<Record<string, PageRoute>>;
+  readonly scope: "read" | "write" | "admin";
+}): Promise<KitPages> => {
+  const dir = await mkdtemp(join(tmpdir(), options.prefix));
+  const video = join(dir, "video.mp4");
+  await makeSizedVideo(video, options.videoMiB);
+  const pages = await servePages(options.routes(video));
+  const host = await startMemoryHost({
+    VOD_DATA_DIR: dir,
+    VOD_WORKER_CONCURRENCY: "0",
+    VOD_LOG_LEVEL: "warn",
+    VOD_CORS_ORIGINS: pages.url,
+  });
+  const auth = await signUp(host.url, options.prefix);
+  const apiKey: string = (
+    await call(host.url, "/v1/api-keys", { headers: auth, body: { name: "tool", scopes: [options.scope] } })
+  ).body.key;
+  const browser = await launchChromium();
+  return {
+    video,
+    pages,
+    host,
+    apiKey,
+    browser,
+    close: async () => {
+      await browser.close();
+      await host.close(1_000);
+      await pages.close();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+};
