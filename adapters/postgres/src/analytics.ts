@@ -462,11 +462,15 @@ const piecesSql = (
          WHERE ${rollupWhere()} AND span = '${span}' AND period >= ${param(a)} AND period < ${param(b)}`,
       );
   const groupColumn = query.groupBy === "asset" ? "asset_id" : (query.groupBy ?? "");
-  const asset = query.assetId === undefined ? "" : ` AND asset_id = ${param(query.assetId)}`;
+  let asset: string | undefined;
+  const assetWhere = () => {
+    asset ??= query.assetId === undefined ? "" : ` AND asset_id = ${param(query.assetId)}`;
+    return asset;
+  };
   for (const [a, b] of pieces.views)
     selects.push(
       `SELECT ${cell("first_received_at", groupColumn)}${columns.view} FROM playback_views
-       WHERE tenant_id = $1 AND first_received_at >= ${param(a)} AND first_received_at < ${param(b)}${asset}${columns.viewWhere ?? ""}`,
+       WHERE tenant_id = $1 AND first_received_at >= ${param(a)} AND first_received_at < ${param(b)}${assetWhere()}${columns.viewWhere ?? ""}`,
     );
   const names = [...(size === undefined ? [] : ["bucket"]), ...(query.groupBy ? ['"group"'] : [])];
   // Groups in code-point order, as the memory adapter sorts them, whatever the collation.
@@ -522,8 +526,8 @@ export const startupPercentiles = async (sql: ScopedSql, query: ViewQuery): Prom
   const { rows } = await sql.query<{
     bucket?: number;
     group?: string | null;
-    buckets: number[];
-    counts: number[];
+    buckets: number[] | null;
+    counts: number[] | null;
   }>(
     tenantScope(query.tenantId),
     `SELECT ${cellColumns(p.names)}array_agg(startup_bucket::int4 ORDER BY startup_bucket) AS buckets,
@@ -539,7 +543,8 @@ export const startupPercentiles = async (sql: ScopedSql, query: ViewQuery): Prom
     p.params,
   );
   return rows.flatMap(({ buckets, counts, ...cell }) => {
-    const values = percentilesOfBuckets(buckets.map((b, i) => [b, Number(counts[i])] as const));
+    // Without a cell, the aggregate answers one row even over nothing: null arrays then.
+    const values = percentilesOfBuckets((buckets ?? []).map((b, i) => [b, Number(counts?.[i])] as const));
     return values === null ? [] : [cellOf({ ...cell, values }, query)];
   });
 };
