@@ -164,51 +164,87 @@ const ROLLUP_TABLES = ["playback_rollups", "playback_startup_rollups"];
 const KEY = "tenant_id, span, asset_scope, dimension, period, value";
 
 /**
- * Signed contributions (`sides`: sign, tenant_id, asset_id and PREV's fields) under each of their
- * rollup keys: 2 spans × 6 keys. The asset filter without a group reads ('', 'asset', asset).
+ * Rows of `sides` (tenant_id, asset_id, first_received_at, rendition, player_version and
+ * `columns`) under each of their rollup keys: 2 spans × 6 keys. The asset filter without a group
+ * reads ('', 'asset', asset).
  */
-const keyedSql = (sides: string) => `SELECT s.tenant_id, p.span, k.asset_scope, k.dimension,
-    s.first_received_at - s.first_received_at % p.ms AS period, k.value, s.sign,
-    s.playing_ms, s.stall_ms, s.stalls, s.failed, s.played AND NOT s.started AS exited, s.startup_ms
+const keyedSql = (
+  sides: string,
+  columns: ReadonlyArray<string>,
+) => `SELECT s.tenant_id, p.span, k.asset_scope,
+    k.dimension, s.first_received_at - s.first_received_at % p.ms AS period, k.value, ${columns.map((c) => `s.${c}`).join(", ")}
   FROM (${sides}) s
   CROSS JOIN (VALUES ('hour', ${HOUR_MS}::int8), ('day', ${DAY_MS}::int8)) AS p (span, ms)
   CROSS JOIN LATERAL (VALUES ('', '', NULL), ('', 'asset', s.asset_id), ('', 'rendition', s.rendition),
     ('', 'player_version', s.player_version), (s.asset_id, 'rendition', s.rendition),
     (s.asset_id, 'player_version', s.player_version)) AS k (asset_scope, dimension, value)`;
 
-/** Adds the sums of `keyed` to playback_rollups, per key, leaving out keys whose sums are all zero. */
-const rollupTotalsSql = `INSERT INTO playback_rollups AS r (${KEY}, views, playing_ms, stall_ms, stalls, failures, exits)
+const SUMS = ["views", "playing_ms", "stall_ms", "stalls", "failures", "exits"];
+
+/**
+ * Adds `sides`, each a view's signed sums (SUMS), to playback_rollups under their keys, in key
+ * order, leaving out keys whose sums come to zero.
+ */
+const rollupTotalsSql = (sides: string) => `INSERT INTO playback_rollups AS r (${KEY}, ${SUMS.join(", ")})
   SELECT * FROM (
-    SELECT ${KEY}, sum(sign)::int8 AS views, sum(sign * playing_ms) AS playing_ms,
-      sum(sign * stall_ms) AS stall_ms, sum(sign * stalls)::int8 AS stalls,
-      sum(CASE WHEN failed THEN sign ELSE 0 END)::int8 AS failures,
-      sum(CASE WHEN exited THEN sign ELSE 0 END)::int8 AS exits
-    FROM keyed GROUP BY ${KEY}) d
+    SELECT ${KEY}, sum(views)::int8 AS views, sum(playing_ms) AS playing_ms, sum(stall_ms) AS stall_ms,
+      sum(stalls)::int8 AS stalls, sum(failures)::int8 AS failures, sum(exits)::int8 AS exits
+    FROM (${keyedSql(sides, SUMS)}) k GROUP BY ${KEY}) d
   WHERE views <> 0 OR playing_ms <> 0 OR stall_ms <> 0 OR stalls <> 0 OR failures <> 0 OR exits <> 0
   ORDER BY ${KEY}
-  ON CONFLICT (${KEY}) DO UPDATE SET views = r.views + excluded.views,
-    playing_ms = r.playing_ms + excluded.playing_ms, stall_ms = r.stall_ms + excluded.stall_ms,
-    stalls = r.stalls + excluded.stalls, failures = r.failures + excluded.failures,
-    exits = r.exits + excluded.exits`;
+  ON CONFLICT (${KEY}) DO UPDATE SET ${SUMS.map((c) => `${c} = r.${c} + excluded.${c}`).join(", ")}`;
 
-/** Adds the startup-time bucket counts of `keyed` to playback_startup_rollups. */
-const rollupStartupSql = `INSERT INTO playback_startup_rollups AS h (${KEY}, bucket, count)
-  SELECT ${KEY}, startup_bucket(startup_ms), sum(sign)::int8
-  FROM keyed WHERE startup_ms IS NOT NULL
-  GROUP BY ${KEY}, 7 HAVING sum(sign) <> 0
-  ORDER BY ${KEY}, 7
+/** Adds `sides`, each a view's startup bucket and a signed count `n`, to playback_startup_rollups. */
+const rollupStartupSql = (sides: string) => `INSERT INTO playback_startup_rollups AS h (${KEY}, bucket, count)
+  SELECT ${KEY}, bucket, sum(n)::int8 FROM (${keyedSql(sides, ["bucket", "n"])}) k
+  GROUP BY ${KEY}, bucket HAVING sum(n) <> 0
+  ORDER BY ${KEY}, bucket
   ON CONFLICT (${KEY}, bucket) DO UPDATE SET count = h.count + excluded.count`;
+
+/** A view's keys, and its sums as a view counts them. */
+const WHOLE = `tenant_id, asset_id, first_received_at, rendition, player_version, 1 AS views, playing_ms,
+  stall_ms, stalls, failed::int AS failures, (played AND NOT started)::int AS exits`;
 
 /**
  * Builds the rollups of every stored view, into empty rollups: what migration 17 runs on the
  * views already there, and what the analytics bench runs after inserting its generated views.
  */
-export const buildRollupsSql = `WITH keyed AS (
-  ${keyedSql(`SELECT 1 AS sign, tenant_id, asset_id, ${PREV.join(", ")} FROM playback_views`)}
-), totals AS (
-  ${rollupTotalsSql}
+export const buildRollupsSql = `WITH totals AS (
+  ${rollupTotalsSql(`SELECT ${WHOLE} FROM playback_views`)}
 )
-${rollupStartupSql}`;
+${rollupStartupSql(`SELECT tenant_id, asset_id, first_received_at, rendition, player_version,
+    startup_bucket(startup_ms) AS bucket, 1 AS n
+  FROM playback_views WHERE startup_ms IS NOT NULL`)}`;
+
+/**
+ * What the views a statement changed (`changes`: the view with prev_* and `same_keys`) add to the
+ * rollups. A view under the same keys as before (the common case: a batch of heartbeats) is one
+ * row of differences; a new view is all of itself; one that moved to other keys (a rendition
+ * named late, an earlier first event) is all of itself under the new keys and minus all it
+ * contributed under the old. The histogram changes only where the bucket or the keys did.
+ */
+const CHANGED_SUMS = `SELECT tenant_id, asset_id, first_received_at, rendition, player_version, 0 AS views,
+      playing_ms - prev_playing_ms AS playing_ms, stall_ms - prev_stall_ms AS stall_ms,
+      stalls - prev_stalls AS stalls, failed::int - prev_failed::int AS failures,
+      (played AND NOT started)::int - (prev_played AND NOT prev_started)::int AS exits
+    FROM changes WHERE same_keys AND (playing_ms, stall_ms, stalls, failed, played, started)
+      IS DISTINCT FROM (prev_playing_ms, prev_stall_ms, prev_stalls, prev_failed, prev_played, prev_started)
+    UNION ALL
+    SELECT ${WHOLE} FROM changes WHERE NOT same_keys
+    UNION ALL
+    SELECT tenant_id, asset_id, prev_first_received_at, prev_rendition, prev_player_version, -1,
+      -prev_playing_ms, -prev_stall_ms, -prev_stalls, -prev_failed::int, -(prev_played AND NOT prev_started)::int
+    FROM changes WHERE NOT same_keys AND prev_first_received_at IS NOT NULL`;
+
+const MOVED_BUCKET = `NOT (same_keys AND startup_bucket(startup_ms) IS NOT DISTINCT FROM startup_bucket(prev_startup_ms))`;
+
+const CHANGED_BUCKETS = `SELECT tenant_id, asset_id, first_received_at, rendition, player_version,
+      startup_bucket(startup_ms) AS bucket, 1 AS n
+    FROM changes WHERE startup_ms IS NOT NULL AND ${MOVED_BUCKET}
+    UNION ALL
+    SELECT tenant_id, asset_id, prev_first_received_at, prev_rendition, prev_player_version,
+      startup_bucket(prev_startup_ms), -1
+    FROM changes WHERE prev_startup_ms IS NOT NULL AND ${MOVED_BUCKET}`;
 
 /**
  * Migration 17: rollups of the views, kept by the statement that folds them (`insertWithViews`),
@@ -347,15 +383,16 @@ export const insertWithViews = (columns: ReadonlyArray<readonly [string, string]
     FROM batch b CROSS JOIN LATERAL fold_view(v, b.tenant_id, b.session_id, b.asset_id, b.events) f
     WHERE b.tenant_id = excluded.tenant_id AND b.session_id = excluded.session_id)
   RETURNING v.*
-), keyed AS (
-  ${keyedSql(`SELECT 1 AS sign, tenant_id, asset_id, ${PREV.join(", ")} FROM folded
-    UNION ALL
-    SELECT -1, tenant_id, asset_id, ${PREV.map((f) => `prev_${f}`).join(", ")} FROM folded
-    WHERE prev_first_received_at IS NOT NULL`)}
+), changes AS (
+  SELECT *, prev_first_received_at IS NOT NULL
+    AND first_received_at - first_received_at % ${HOUR_MS} = prev_first_received_at - prev_first_received_at % ${HOUR_MS}
+    AND rendition IS NOT DISTINCT FROM prev_rendition
+    AND player_version IS NOT DISTINCT FROM prev_player_version AS same_keys
+  FROM folded
 ), totals AS (
-  ${rollupTotalsSql}
+  ${rollupTotalsSql(CHANGED_SUMS)}
 )
-${rollupStartupSql}`;
+${rollupStartupSql(CHANGED_BUCKETS)}`;
 };
 
 /** The retention sweep's scope: events received before `cutoff`, of any tenant, and nothing else. */

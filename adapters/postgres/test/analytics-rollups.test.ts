@@ -223,41 +223,46 @@ onEachEngine(({ name, open, separatePools }) => {
         id: uid("pbs"),
         asset: ASSETS[i % 3] as string,
       }));
-      // 8 batches per session, alternating between the nodes, all sent at once; the batches cross
-      // hours (and a midnight), name their rendition late, and carry startup times and stalls.
-      const writes = sessions.flatMap((s, i) =>
-        Array.from({ length: 8 }, (_, n) => {
-          const events: TelemetryEvent[] = [0, 1, 2].map((k) => {
-            const ts = n * 30_000 + k * 10_000;
-            const event =
-              n === 0 && k === 0
-                ? "play"
-                : n === 1 && k === 0
-                  ? "first_frame"
-                  : k === 1
-                    ? "stall_start"
-                    : "stall_end";
-            return {
-              tenant_id: TenantId(tenant),
-              session_id: PlaybackSessionId(s.id),
-              asset_id: AssetId(s.asset),
-              received_at: BASE + DAY - HOUR + (i + n) * 9 * 60_000,
-              player_version: n < 2 ? null : `p${i % 2}`,
-              event,
-              ts_ms: ts,
-              playhead_ms: ts,
-              rendition: n < 3 ? null : `${360 + 180 * (i % 3)}p`,
-              error_code: null,
-              startup_ms: event === "first_frame" ? 200 + 97 * i : null,
-              stall_ms: null,
-              bitrate_kbps: null,
-              extra: {},
-            };
-          });
-          return Effect.runPromise((sinks[(i + n) % 2] as TelemetrySink).write(events));
-        }),
-      );
-      await Promise.all(writes);
+      // 8 batches per session; they cross hours (and a midnight), name their rendition and player
+      // version late, and carry startup times and stalls.
+      const batchOf = (s: (typeof sessions)[number], i: number, n: number): TelemetryEvent[] =>
+        [0, 1, 2].map((k) => {
+          const ts = n * 30_000 + k * 10_000;
+          const event =
+            n === 0 && k === 0
+              ? "play"
+              : n === 1 && k === 0
+                ? "first_frame"
+                : k === 1
+                  ? "stall_start"
+                  : "stall_end";
+          return {
+            tenant_id: TenantId(tenant),
+            session_id: PlaybackSessionId(s.id),
+            asset_id: AssetId(s.asset),
+            // Odd batches were received an hour earlier (another node's clock): the view's hour moves.
+            received_at: BASE + DAY - HOUR + (i + n) * 9 * 60_000 - (n % 2) * HOUR,
+            player_version: n < 2 ? null : `p${i % 2}`,
+            event,
+            ts_ms: ts,
+            playhead_ms: ts,
+            rendition: n < 3 ? null : `${360 + 180 * (i % 3)}p`,
+            error_code: null,
+            startup_ms: event === "first_frame" ? 200 + 97 * i : null,
+            stall_ms: null,
+            bitrate_kbps: null,
+            extra: {},
+          };
+        });
+      // Four rounds; in each, every session's next two batches, one through each node, at once.
+      for (let round = 0; round < 4; round++)
+        await Promise.all(
+          sessions.flatMap((s, i) =>
+            [0, 1].map((node) =>
+              Effect.runPromise((sinks[node] as TelemetrySink).write(batchOf(s, i, 2 * round + node))),
+            ),
+          ),
+        );
       const views = await storedViews(db, tenant);
       expect(views).toHaveLength(12);
       expect(views.every((v) => v.started && v.rendition !== null && v.player_version !== null)).toBe(true);
