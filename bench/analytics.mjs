@@ -9,10 +9,13 @@
 // before the first frame, ended), spread over 90 days by the time the service would have received
 // each view's first event, and folded into views with the core's own fold (`foldViews`, what the
 // sink runs); the views are inserted into playback_views in batches, with the columns the sink
-// writes. The raw events themselves are not stored: no query reads telemetry_events.
+// writes, and their rollups built by the migration's own statement (`buildRollupsSql`), as the sink
+// would have kept them. The raw events themselves are not stored: no query reads telemetry_events.
 // Timed: each metric through the adapter's query (the port the use case calls), 20 times over the
-// whole range; then as a series per day and grouped by asset. Intake: 32 writers each writing
-// 50-event batches (a session's next events, a new session every 20 batches) for `--seconds`, into
+// whole range; then as a series per day and per hour, grouped by asset, for one asset, and over a
+// range that starts and ends inside an hour (the last 90 days as of a moment: edges read from the
+// views). Intake: 32 writers each writing 50-event batches (a session's next events, a new session
+// every 20 batches, each of one of the 50 assets, 4 renditions and 3 player versions) for `--seconds`, into
 // `postgresTelemetrySink(db)` and `postgresTelemetrySink(db, { views: false })` in alternating
 // rounds; events/s is the median of the rounds, the ratio the median of per-round ratios.
 //
@@ -48,7 +51,8 @@ const WRITERS = 32;
 const BATCH = 50;
 const DAY = 86_400_000;
 
-const { connectPostgres, migrate, postgresTelemetrySink } = await fromRepo("adapters/postgres");
+const { buildRollupsSql, connectPostgres, migrate, postgresTelemetrySink } =
+  await fromRepo("adapters/postgres");
 const { foldViews, ANALYTICS_METRICS } = await fromRepo("core");
 const log = (...parts) => console.error(`[${new Date().toISOString().slice(11, 19)}]`, ...parts);
 
@@ -170,7 +174,12 @@ const generate = async () => {
     if (pending.length >= 5_000) await flush();
   }
   await flush();
-  await db.exec("VACUUM ANALYZE playback_views");
+  // A build without rollups (to measure the one before) answers from the views alone.
+  if (buildRollupsSql) await db.exec(buildRollupsSql);
+  // This schema's tables only: a bare VACUUM would take every table of the shared database.
+  await db.exec(
+    `VACUUM ANALYZE playback_views${buildRollupsSql ? ", playback_rollups, playback_startup_rollups" : ""}`,
+  );
   log(`${events} events folded into ${views} views in ${fmt((performance.now() - t0) / 1000, 1)} s`);
   return { events, views };
 };
@@ -182,6 +191,7 @@ const p95 = (values) => [...values].sort((a, b) => a - b)[Math.ceil(0.95 * value
 
 const timeQueries = async (sink, metric, shape) => {
   const query = { tenantId: TENANT, from: start, to: start + 90 * DAY, ...shape };
+  if (shape.from !== undefined && shape.to === undefined) query.to = shape.from + 90 * DAY;
   const run = () =>
     Effect.runPromise(metric === "startup_time_ms" ? sink.startupPercentiles(query) : sink.viewTotals(query));
   await run();
@@ -202,18 +212,27 @@ const intake = async (sink, round) => {
   let stored = 0;
   const deadline = performance.now() + seconds * 1000;
   const writer = async (w) => {
+    let view;
     for (let n = 0; performance.now() < deadline; n++) {
-      const session = `pbs_intake_${round}_${w}_${Math.floor(n / 20)}`;
+      // A view of one of the assets, renditions and player versions: the rollup rows a statement
+      // touches are those of many views, as in production, not one asset's.
+      if (n % 20 === 0)
+        view = {
+          session: `pbs_intake_${round}_${w}_${n / 20}`,
+          asset: ASSETS[Math.floor(ASSETS.length * random() ** 2)],
+          rendition: pick(RENDITIONS),
+          version: pick(VERSIONS),
+        };
       const events = Array.from({ length: BATCH }, (_, i) => ({
         tenant_id: "tnt_bench_intake",
-        session_id: session,
-        asset_id: "ast_intake",
+        session_id: view.session,
+        asset_id: view.asset,
         received_at: Date.now(),
-        player_version: "hls.js 1.6",
+        player_version: view.version,
         event: n % 20 === 0 && i === 0 ? "play" : n % 20 === 0 && i === 1 ? "first_frame" : "heartbeat",
         ts_ms: ((n % 20) * BATCH + i) * 1_000,
         playhead_ms: ((n % 20) * BATCH + i) * 1_000,
-        rendition: "720p",
+        rendition: view.rendition,
         error_code: null,
         startup_ms: n % 20 === 0 && i === 1 ? 800 : null,
         stall_ms: null,
@@ -240,10 +259,16 @@ try {
     const r = await timeQueries(sink, metric, {});
     queryRows.push([metric, "one value", fmt(r.p50, 1), fmt(r.p95, 1), r.p95 <= 200 ? "yes" : "no"]);
   }
+  const asset = ASSETS[0];
+  const unaligned = start + 37 * 60_000 + 13_000;
   for (const [label, shape] of [
     ["per day", { interval: "day" }],
     ["per asset", { groupBy: "asset" }],
     ["per hour", { interval: "hour" }],
+    ["one asset", { assetId: asset }],
+    ["one asset per hour", { assetId: asset, interval: "hour" }],
+    ["from inside an hour", { from: unaligned }],
+    ["from inside an hour per hour", { from: unaligned, interval: "hour" }],
   ])
     for (const metric of ["views", "startup_time_ms"]) {
       const r = await timeQueries(sink, metric, shape);

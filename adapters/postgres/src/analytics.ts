@@ -1,45 +1,25 @@
 import {
+  type AnalyticsInterval,
+  INTERVAL_MS,
+  LN_STARTUP_BUCKET_GROWTH,
   MAX_EVENT_GAP_MS,
-  STARTUP_PERCENTILES,
+  MAX_STARTUP_BUCKET,
+  percentilesOfBuckets,
   type ViewPercentiles,
   type ViewQuery,
   type ViewTotals,
 } from "@vod/core";
+import { tenantOwnedTablesSql } from "./row-level-security.js";
 import { APP_ROLE_SQL, type Scope, type ScopedSql, tenantScope } from "./tenancy.js";
 
 /**
- * Migration 13: playback views, one row per tenant and playback session, folded from telemetry by
- * the statement that stores the events. fold_view is the core's `foldViewEvent` in PL/pgSQL, so
- * that events and views go in one statement (one round trip, as raw events alone took) rather
- * than a transaction that reads the views, folds them here and writes them back; the contract
- * tests hold both folds to the same values. Analytics read these rows only; the
- * index holds every column a query sums, so a query over a range reads the index alone.
- * Telemetry's scope may read, insert and update views of any tenant, as it inserts their events;
- * the retention sweep may read and delete events received before its cutoff, nothing else. The
- * BRIN index finds old events at almost no cost to each insert (rows arrive in time order).
+ * fold_view: the core's `foldViewEvent` in PL/pgSQL. `newView` makes the view a session's first
+ * event starts, from its tenant `t`, session `s` and asset `a`.
  */
-export const playbackViewsSql = `
-CREATE TABLE playback_views (
-  tenant_id text NOT NULL,
-  session_id text NOT NULL,
-  asset_id text NOT NULL,
-  player_version text,
-  rendition text,
-  first_received_at bigint NOT NULL,
-  last_ts_ms double precision NOT NULL,
-  play_ts_ms double precision,
-  state text NOT NULL,
-  played boolean NOT NULL,
-  started boolean NOT NULL,
-  failed boolean NOT NULL,
-  startup_ms double precision,
-  playing_ms double precision NOT NULL,
-  stall_ms double precision NOT NULL,
-  stalls integer NOT NULL,
-  PRIMARY KEY (tenant_id, session_id)
-);
-CREATE TYPE view_event AS (event text, ts_ms double precision, received_at bigint, player_version text, rendition text, startup_ms double precision);
-CREATE FUNCTION fold_view(v playback_views, t text, s text, a text, events view_event[]) RETURNS playback_views
+const foldViewSql = (
+  create: string,
+  newView: string,
+) => `${create} fold_view(v playback_views, t text, s text, a text, events view_event[]) RETURNS playback_views
 LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
   e view_event;
@@ -48,7 +28,7 @@ DECLARE
 BEGIN
   FOREACH e IN ARRAY events LOOP
     IF v.session_id IS NULL THEN
-      v := ROW(t, s, a, e.player_version, e.rendition, e.received_at, e.ts_ms, NULL, 'idle', false, false, false, NULL, 0, 0, 0)::playback_views;
+${newView}
     END IF;
     gap := e.ts_ms - v.last_ts_ms;
     elapsed := CASE WHEN gap > 0 AND gap <= ${MAX_EVENT_GAP_MS} THEN gap ELSE 0 END;
@@ -87,7 +67,41 @@ BEGIN
   END LOOP;
   RETURN v;
 END $$;
-CREATE INDEX playback_views_time_idx ON playback_views (tenant_id, first_received_at)
+`;
+
+/**
+ * Migration 13: playback views, one row per tenant and playback session, folded from telemetry by
+ * the statement that stores the events. fold_view is the core's `foldViewEvent` in PL/pgSQL, so
+ * that events and views go in one statement (one round trip, as raw events alone took) rather
+ * than a transaction that reads the views, folds them here and writes them back; the contract
+ * tests hold both folds to the same values. Analytics read these rows only; the
+ * index holds every column a query sums, so a query over a range reads the index alone.
+ * Telemetry's scope may read, insert and update views of any tenant, as it inserts their events;
+ * the retention sweep may read and delete events received before its cutoff, nothing else. The
+ * BRIN index finds old events at almost no cost to each insert (rows arrive in time order).
+ */
+export const playbackViewsSql = `
+CREATE TABLE playback_views (
+  tenant_id text NOT NULL,
+  session_id text NOT NULL,
+  asset_id text NOT NULL,
+  player_version text,
+  rendition text,
+  first_received_at bigint NOT NULL,
+  last_ts_ms double precision NOT NULL,
+  play_ts_ms double precision,
+  state text NOT NULL,
+  played boolean NOT NULL,
+  started boolean NOT NULL,
+  failed boolean NOT NULL,
+  startup_ms double precision,
+  playing_ms double precision NOT NULL,
+  stall_ms double precision NOT NULL,
+  stalls integer NOT NULL,
+  PRIMARY KEY (tenant_id, session_id)
+);
+CREATE TYPE view_event AS (event text, ts_ms double precision, received_at bigint, player_version text, rendition text, startup_ms double precision);
+${foldViewSql("CREATE FUNCTION", "      v := ROW(t, s, a, e.player_version, e.rendition, e.received_at, e.ts_ms, NULL, 'idle', false, false, false, NULL, 0, 0, 0)::playback_views;")}CREATE INDEX playback_views_time_idx ON playback_views (tenant_id, first_received_at)
   INCLUDE (asset_id, rendition, player_version, played, started, failed, startup_ms, playing_ms, stall_ms, stalls);
 CREATE INDEX playback_views_asset_idx ON playback_views (tenant_id, asset_id, first_received_at);
 ALTER TABLE playback_views ENABLE ROW LEVEL SECURITY;
@@ -112,6 +126,206 @@ BEGIN
   EXECUTE format('GRANT SELECT, INSERT, UPDATE ON playback_views TO %I', ${APP_ROLE_SQL});
   EXECUTE format('GRANT DELETE ON telemetry_events TO %I', ${APP_ROLE_SQL});
 END $$;
+`;
+
+/** What a view contributes to the rollups: the fields they sum, and those their keys come from. */
+const PREV = [
+  "first_received_at",
+  "player_version",
+  "rendition",
+  "played",
+  "started",
+  "failed",
+  "startup_ms",
+  "playing_ms",
+  "stall_ms",
+  "stalls",
+] as const;
+
+const VIEW_TYPES: Record<(typeof PREV)[number], string> = {
+  first_received_at: "bigint",
+  player_version: "text",
+  rendition: "text",
+  played: "boolean",
+  started: "boolean",
+  failed: "boolean",
+  startup_ms: "double precision",
+  playing_ms: "double precision",
+  stall_ms: "double precision",
+  stalls: "integer",
+};
+
+const HOUR_MS = INTERVAL_MS.hour;
+const DAY_MS = INTERVAL_MS.day;
+
+const ROLLUP_TABLES = ["playback_rollups", "playback_startup_rollups"];
+
+/** A rollup's key, in its unique index's order: the order rows are locked in, too. */
+const KEY = "tenant_id, span, asset_scope, dimension, period, value";
+
+/**
+ * Rows of `sides` (tenant_id, asset_id, first_received_at, rendition, player_version and
+ * `columns`) under each of their rollup keys: 2 spans × 6 keys. The asset filter without a group
+ * reads ('', 'asset', asset).
+ */
+const keyedSql = (
+  sides: string,
+  columns: ReadonlyArray<string>,
+) => `SELECT s.tenant_id, p.span, k.asset_scope,
+    k.dimension, s.first_received_at - s.first_received_at % p.ms AS period, k.value, ${columns.map((c) => `s.${c}`).join(", ")}
+  FROM (${sides}) s
+  CROSS JOIN (VALUES ('hour', ${HOUR_MS}::int8), ('day', ${DAY_MS}::int8)) AS p (span, ms)
+  CROSS JOIN LATERAL (VALUES ('', '', NULL), ('', 'asset', s.asset_id), ('', 'rendition', s.rendition),
+    ('', 'player_version', s.player_version), (s.asset_id, 'rendition', s.rendition),
+    (s.asset_id, 'player_version', s.player_version)) AS k (asset_scope, dimension, value)`;
+
+const SUMS = ["views", "playing_ms", "stall_ms", "stalls", "failures", "exits"];
+
+/**
+ * Adds `sides`, each a view's signed sums (SUMS), to playback_rollups under their keys, in key
+ * order, leaving out keys whose sums come to zero.
+ */
+const rollupTotalsSql = (sides: string) => `INSERT INTO playback_rollups AS r (${KEY}, ${SUMS.join(", ")})
+  SELECT * FROM (
+    SELECT ${KEY}, sum(views)::int8 AS views, sum(playing_ms) AS playing_ms, sum(stall_ms) AS stall_ms,
+      sum(stalls)::int8 AS stalls, sum(failures)::int8 AS failures, sum(exits)::int8 AS exits
+    FROM (${keyedSql(sides, SUMS)}) k GROUP BY ${KEY}) d
+  WHERE views <> 0 OR playing_ms <> 0 OR stall_ms <> 0 OR stalls <> 0 OR failures <> 0 OR exits <> 0
+  ORDER BY ${KEY}
+  ON CONFLICT (${KEY}) DO UPDATE SET ${SUMS.map((c) => `${c} = r.${c} + excluded.${c}`).join(", ")}`;
+
+/** Adds `sides`, each a view's startup bucket and a signed count `n`, to playback_startup_rollups. */
+const rollupStartupSql = (sides: string) => `INSERT INTO playback_startup_rollups AS h (${KEY}, bucket, count)
+  SELECT ${KEY}, bucket, sum(n)::int8 FROM (${keyedSql(sides, ["bucket", "n"])}) k
+  GROUP BY ${KEY}, bucket HAVING sum(n) <> 0
+  ORDER BY ${KEY}, bucket
+  ON CONFLICT (${KEY}, bucket) DO UPDATE SET count = h.count + excluded.count`;
+
+/** A view's keys, and its sums as a view counts them. */
+const WHOLE = `tenant_id, asset_id, first_received_at, rendition, player_version, 1 AS views, playing_ms,
+  stall_ms, stalls, failed::int AS failures, (played AND NOT started)::int AS exits`;
+
+/**
+ * Builds the rollups of every stored view, into empty rollups: what migration 17 runs on the
+ * views already there, and what the analytics bench runs after inserting its generated views.
+ */
+export const buildRollupsSql = `WITH totals AS (
+  ${rollupTotalsSql(`SELECT ${WHOLE} FROM playback_views`)}
+)
+${rollupStartupSql(`SELECT tenant_id, asset_id, first_received_at, rendition, player_version,
+    startup_bucket(startup_ms) AS bucket, 1 AS n
+  FROM playback_views WHERE startup_ms IS NOT NULL`)}`;
+
+/**
+ * What the views a statement changed (`changes`: the view with prev_* and `same_keys`) add to the
+ * rollups. A view under the same keys as before (the common case: a batch of heartbeats) is one
+ * row of differences; a new view is all of itself; one that moved to other keys (a rendition
+ * named late, an earlier first event) is all of itself under the new keys and minus all it
+ * contributed under the old. The histogram changes only where the bucket or the keys did.
+ */
+const CHANGED_SUMS = `SELECT tenant_id, asset_id, first_received_at, rendition, player_version, 0 AS views,
+      playing_ms - prev_playing_ms AS playing_ms, stall_ms - prev_stall_ms AS stall_ms,
+      stalls - prev_stalls AS stalls, failed::int - prev_failed::int AS failures,
+      (played AND NOT started)::int - (prev_played AND NOT prev_started)::int AS exits
+    FROM changes WHERE same_keys AND (playing_ms, stall_ms, stalls, failed, played, started)
+      IS DISTINCT FROM (prev_playing_ms, prev_stall_ms, prev_stalls, prev_failed, prev_played, prev_started)
+    UNION ALL
+    SELECT ${WHOLE} FROM changes WHERE NOT same_keys
+    UNION ALL
+    SELECT tenant_id, asset_id, prev_first_received_at, prev_rendition, prev_player_version, -1,
+      -prev_playing_ms, -prev_stall_ms, -prev_stalls, -prev_failed::int, -(prev_played AND NOT prev_started)::int
+    FROM changes WHERE NOT same_keys AND prev_first_received_at IS NOT NULL`;
+
+const MOVED_BUCKET = `NOT (same_keys AND startup_bucket(startup_ms) IS NOT DISTINCT FROM startup_bucket(prev_startup_ms))`;
+
+const CHANGED_BUCKETS = `SELECT tenant_id, asset_id, first_received_at, rendition, player_version,
+      startup_bucket(startup_ms) AS bucket, 1 AS n
+    FROM changes WHERE startup_ms IS NOT NULL AND ${MOVED_BUCKET}
+    UNION ALL
+    SELECT tenant_id, asset_id, prev_first_received_at, prev_rendition, prev_player_version,
+      startup_bucket(prev_startup_ms), -1
+    FROM changes WHERE prev_startup_ms IS NOT NULL AND ${MOVED_BUCKET}`;
+
+/**
+ * Migration 17: rollups of the views, kept by the statement that folds them (`insertWithViews`),
+ * so that a query reads the views only for the partial hours at its range's edges.
+ *
+ * playback_rollups holds the sums of the views of a tenant whose first event was received in one
+ * UTC hour or day (`span`, `period` its start), under six keys per view: asset_scope '' (all
+ * assets) or the view's asset, `dimension` '' (no group), 'asset', 'rendition' or
+ * 'player_version', and `value` the view's value of that dimension. A view that never named a
+ * rendition or a player version counts under value NULL: the key's unique index treats NULLs as
+ * equal (NULLS NOT DISTINCT), so NULL is a value of its own that no text collides with (the
+ * telemetry request allows '' for both). Key order: tenant, span, scope, dimension, then period
+ * before value, so that every query reads one range of the index whatever its range of time.
+ * playback_startup_rollups counts the views' startup times per bucket of the core's log
+ * histogram (`startupBucket`; `startup_bucket` here divides by the same constant).
+ *
+ * The views' time index now holds keys only: rollups are where sums are read, and a view's
+ * update then changes no indexed column (its first_received_at only when a batch arrives out
+ * of order), so with room left on its page (fillfactor) the update is HOT: no index insert.
+ * prev_* keep what a view contributed before the latest statement that changed it (NULL once
+ * inserted): that statement sets them from the row it locked and returns both, and the rollups
+ * take the difference. Rows stored before this migration need no prev_*: every update sets them
+ * before they are read. Same policies as playback_views.
+ */
+export const playbackRollupsSql = `
+ALTER TABLE playback_views
+  ${PREV.map((f) => `ADD COLUMN prev_${f} ${VIEW_TYPES[f]}`).join(",\n  ")};
+ALTER TABLE playback_views SET (fillfactor = 70);
+DROP INDEX playback_views_time_idx;
+CREATE INDEX playback_views_time_idx ON playback_views (tenant_id, first_received_at);
+${foldViewSql(
+  "CREATE OR REPLACE FUNCTION",
+  // Field by field, not ROW(...): the row type has more columns now (prev_*, NULL in a new view).
+  `      v.tenant_id := t; v.session_id := s; v.asset_id := a;
+      v.player_version := e.player_version; v.rendition := e.rendition;
+      v.first_received_at := e.received_at; v.last_ts_ms := e.ts_ms; v.state := 'idle';
+      v.played := false; v.started := false; v.failed := false;
+      v.playing_ms := 0; v.stall_ms := 0; v.stalls := 0;`,
+)}
+CREATE FUNCTION startup_bucket(ms double precision) RETURNS smallint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT (CASE WHEN ms < 1 THEN 0
+    ELSE least(${MAX_STARTUP_BUCKET}, 1 + floor(ln(ms) / ${LN_STARTUP_BUCKET_GROWTH}::float8)) END)::smallint
+$$;
+CREATE TABLE playback_rollups (
+  tenant_id text NOT NULL,
+  span text NOT NULL CHECK (span IN ('hour', 'day')),
+  asset_scope text NOT NULL,
+  dimension text NOT NULL CHECK (dimension IN ('', 'asset', 'rendition', 'player_version')),
+  period bigint NOT NULL,
+  value text,
+  views bigint NOT NULL,
+  playing_ms double precision NOT NULL,
+  stall_ms double precision NOT NULL,
+  stalls bigint NOT NULL,
+  failures bigint NOT NULL,
+  exits bigint NOT NULL,
+  CONSTRAINT playback_rollups_key UNIQUE NULLS NOT DISTINCT (${KEY})
+) WITH (fillfactor = 70);
+CREATE TABLE playback_startup_rollups (
+  tenant_id text NOT NULL,
+  span text NOT NULL CHECK (span IN ('hour', 'day')),
+  asset_scope text NOT NULL,
+  dimension text NOT NULL CHECK (dimension IN ('', 'asset', 'rendition', 'player_version')),
+  period bigint NOT NULL,
+  value text,
+  bucket smallint NOT NULL,
+  count bigint NOT NULL,
+  CONSTRAINT playback_startup_rollups_key UNIQUE NULLS NOT DISTINCT (${KEY}, bucket)
+) WITH (fillfactor = 70);
+${tenantOwnedTablesSql(ROLLUP_TABLES)}
+${ROLLUP_TABLES.map(
+  (table) => `CREATE POLICY telemetry_views ON ${table}
+  USING (current_setting('vod.telemetry', true) = 'ingest')
+  WITH CHECK (current_setting('vod.telemetry', true) = 'ingest');`,
+).join("\n")}
+-- The views there are already: read and summed in telemetry's scope, as the tables' owner is
+-- held to the policies too.
+SELECT set_config('vod.telemetry', 'ingest', true);
+${buildRollupsSql};
+SELECT set_config('vod.telemetry', '', true);
 `;
 
 /** The view fields of fold_view's events (view_event), each named as the telemetry event's. */
@@ -140,6 +354,11 @@ const VIEW_FIELDS = [
  * deadlock). A view the statement already sees is inserted as a stand-in folded from one event
  * only: views are never deleted, so it conflicts, and each event is folded once. A view inserted
  * by another statement meanwhile conflicts too, and is folded from its row.
+ *
+ * The rollups take each changed view's contribution minus what it contributed before (prev_*,
+ * set from the locked row, which may be newer than this statement's snapshot when another node
+ * changed it meanwhile), so a view whose rendition, player version or hour changes moves from one
+ * key to the other. Rollup rows are locked in key order too, after the views, in every statement.
  */
 export const insertWithViews = (columns: ReadonlyArray<readonly [string, string]>) => {
   const names = columns.map(([name]) => name).join(", ");
@@ -152,17 +371,28 @@ export const insertWithViews = (columns: ReadonlyArray<readonly [string, string]
   SELECT tenant_id, session_id, (array_agg(asset_id ORDER BY ord))[1] AS asset_id,
     array_agg(ROW(${FOLDED.join(", ")})::view_event ORDER BY ord) AS events
   FROM ev GROUP BY tenant_id, session_id
+), folded AS (
+  INSERT INTO playback_views AS v
+  SELECT f.* FROM batch b
+  LEFT JOIN playback_views cur ON cur.tenant_id = b.tenant_id AND cur.session_id = b.session_id
+  CROSS JOIN LATERAL fold_view(NULL, b.tenant_id, b.session_id, b.asset_id,
+    CASE WHEN cur.session_id IS NULL THEN b.events ELSE b.events[1:1] END) f
+  ORDER BY b.tenant_id, b.session_id
+  ON CONFLICT (tenant_id, session_id) DO UPDATE SET (${VIEW_FIELDS.join(", ")}, ${PREV.map((f) => `prev_${f}`).join(", ")}) = (
+    SELECT ${VIEW_FIELDS.map((f) => `f.${f}`).join(", ")}, ${PREV.map((f) => `v.${f}`).join(", ")}
+    FROM batch b CROSS JOIN LATERAL fold_view(v, b.tenant_id, b.session_id, b.asset_id, b.events) f
+    WHERE b.tenant_id = excluded.tenant_id AND b.session_id = excluded.session_id)
+  RETURNING v.*
+), changes AS (
+  SELECT *, prev_first_received_at IS NOT NULL
+    AND first_received_at - first_received_at % ${HOUR_MS} = prev_first_received_at - prev_first_received_at % ${HOUR_MS}
+    AND rendition IS NOT DISTINCT FROM prev_rendition
+    AND player_version IS NOT DISTINCT FROM prev_player_version AS same_keys
+  FROM folded
+), totals AS (
+  ${rollupTotalsSql(CHANGED_SUMS)}
 )
-INSERT INTO playback_views AS v
-SELECT f.* FROM batch b
-LEFT JOIN playback_views cur ON cur.tenant_id = b.tenant_id AND cur.session_id = b.session_id
-CROSS JOIN LATERAL fold_view(NULL, b.tenant_id, b.session_id, b.asset_id,
-  CASE WHEN cur.session_id IS NULL THEN b.events ELSE b.events[1:1] END) f
-ORDER BY b.tenant_id, b.session_id
-ON CONFLICT (tenant_id, session_id) DO UPDATE SET (${VIEW_FIELDS.join(", ")}) = (
-  SELECT ${VIEW_FIELDS.map((f) => `f.${f}`).join(", ")}
-  FROM batch b CROSS JOIN LATERAL fold_view(v, b.tenant_id, b.session_id, b.asset_id, b.events) f
-  WHERE b.tenant_id = excluded.tenant_id AND b.session_id = excluded.session_id)`;
+${rollupStartupSql(CHANGED_BUCKETS)}`;
 };
 
 /** The retention sweep's scope: events received before `cutoff`, of any tenant, and nothing else. */
@@ -187,37 +417,110 @@ export const deleteEventsBefore = async (sql: ScopedSql, cutoff: number): Promis
   }
 };
 
-/** The SQL of a query's cell: bucket and group columns, and their GROUP BY. */
-const cellSql = (query: ViewQuery) => {
-  const select: string[] = [];
-  const names: string[] = [];
-  const order: string[] = [];
-  if (query.interval) {
-    const ms = query.interval === "hour" ? 3_600_000 : 86_400_000;
-    select.push(`first_received_at - first_received_at % ${ms} AS bucket`);
-    names.push("bucket");
-    order.push("bucket");
-  }
-  if (query.groupBy) {
-    const column = query.groupBy === "asset" ? "asset_id" : query.groupBy;
-    select.push(`${column} AS "group"`);
-    names.push(column);
-    // Groups in code-point order, as the memory adapter sorts them, whatever the collation.
-    order.push(`${column} COLLATE "C" NULLS FIRST`);
-  }
+type Range = readonly [from: number, to: number];
+
+/** Where a query's range is read from: views for partial hours, then hour and day rollups. */
+export interface RangePieces {
+  readonly views: ReadonlyArray<Range>;
+  readonly hours: ReadonlyArray<Range>;
+  readonly days: ReadonlyArray<Range>;
+}
+
+const floorTo = (t: number, size: number) => t - (((t % size) + size) % size);
+const ceilTo = (t: number, size: number) => (floorTo(t, size) === t ? t : floorTo(t, size) + size);
+const nonEmpty = (ranges: ReadonlyArray<Range>) => ranges.filter(([a, b]) => a < b);
+
+/**
+ * [from, to) as disjoint pieces: the partial hours at its edges from the views, the full hours
+ * from hour rollups; unless the query is per hour, the full UTC days from day rollups and only the
+ * full hours outside them from hour rollups.
+ */
+export const rangePieces = (from: number, to: number, interval?: AnalyticsInterval): RangePieces => {
+  const [h0, h1] = [ceilTo(from, HOUR_MS), floorTo(to, HOUR_MS)];
+  if (h0 >= h1) return { views: nonEmpty([[from, to]]), hours: [], days: [] };
+  const views = nonEmpty([
+    [from, h0],
+    [h1, to],
+  ]);
+  const [d0, d1] = [ceilTo(from, DAY_MS), floorTo(to, DAY_MS)];
+  if (interval === "hour" || d0 >= d1) return { views, hours: [[h0, h1]], days: [] };
   return {
-    select: select.map((s) => `${s}, `).join(""),
-    groupBy: names.length > 0 ? `GROUP BY ${names.join(", ")} ORDER BY ${order.join(", ")}` : "",
+    views,
+    hours: nonEmpty([
+      [h0, d0],
+      [d1, h1],
+    ]),
+    days: [[d0, d1]],
   };
 };
 
-const whereSql = (query: ViewQuery) =>
-  `tenant_id = $1 AND first_received_at >= $2 AND first_received_at < $3${query.assetId === undefined ? "" : " AND asset_id = $4"}`;
+/** The rollup key a query reads, and the value it is held to (an asset filter without a group). */
+const rollupKeyOf = (query: ViewQuery) => {
+  if (query.groupBy === "rendition" || query.groupBy === "player_version")
+    return { assetScope: query.assetId ?? "", dimension: query.groupBy, value: undefined };
+  if (query.groupBy === "asset" || query.assetId !== undefined)
+    return { assetScope: "", dimension: "asset", value: query.assetId };
+  return { assetScope: "", dimension: "", value: undefined };
+};
 
-const paramsOf = (query: ViewQuery) =>
-  query.assetId === undefined
-    ? [query.tenantId, query.from, query.to]
-    : [query.tenantId, query.from, query.to, query.assetId];
+/**
+ * One statement over a query's pieces: for each piece a SELECT of the cell's columns (`bucket`,
+ * `"group"`) and `columns` of the rollups `table` or of the views, all in UNION ALL.
+ */
+const piecesSql = (
+  query: ViewQuery,
+  table: string,
+  columns: { readonly rollup: string; readonly view: string; readonly viewWhere?: string },
+) => {
+  const params: unknown[] = [query.tenantId];
+  const param = (value: unknown) => {
+    params.push(value);
+    return `$${params.length}`;
+  };
+  const pieces = rangePieces(query.from, query.to, query.interval);
+  const size = query.interval ? INTERVAL_MS[query.interval] : undefined;
+  // A rollup of the query's own interval is its bucket as it is: the index's order, so that the
+  // server may group a series without sorting it.
+  const cell = (at: string, group: string, span?: AnalyticsInterval) =>
+    `${size === undefined ? "" : span === query.interval ? `${at} AS bucket, ` : `${at} - ${at} % ${size} AS bucket, `}${query.groupBy ? `${group} AS "group", ` : ""}`;
+  const key = rollupKeyOf(query);
+  // Parameters only where a piece uses them: the server cannot type a parameter nothing uses.
+  let keyWhere: string | undefined;
+  const rollupWhere = () => {
+    keyWhere ??= `tenant_id = $1 AND asset_scope = ${param(key.assetScope)} AND dimension = ${param(key.dimension)}${key.value === undefined ? "" : ` AND value = ${param(key.value)}`}`;
+    return keyWhere;
+  };
+  const selects: string[] = [];
+  for (const [span, ranges] of [
+    ["day", pieces.days],
+    ["hour", pieces.hours],
+  ] as const)
+    for (const [a, b] of ranges)
+      selects.push(
+        `SELECT ${cell("period", "value", span)}${columns.rollup} FROM ${table}
+         WHERE ${rollupWhere()} AND span = '${span}' AND period >= ${param(a)} AND period < ${param(b)}`,
+      );
+  const groupColumn = query.groupBy === "asset" ? "asset_id" : (query.groupBy ?? "");
+  let asset: string | undefined;
+  const assetWhere = () => {
+    asset ??= query.assetId === undefined ? "" : ` AND asset_id = ${param(query.assetId)}`;
+    return asset;
+  };
+  for (const [a, b] of pieces.views)
+    selects.push(
+      `SELECT ${cell("first_received_at", groupColumn)}${columns.view} FROM playback_views
+       WHERE tenant_id = $1 AND first_received_at >= ${param(a)} AND first_received_at < ${param(b)}${assetWhere()}${columns.viewWhere ?? ""}`,
+    );
+  const names = [...(size === undefined ? [] : ["bucket"]), ...(query.groupBy ? ['"group"'] : [])];
+  // Groups in code-point order, as the memory adapter sorts them, whatever the collation.
+  const order = [
+    ...(size === undefined ? [] : ["bucket"]),
+    ...(query.groupBy ? ['"group" COLLATE "C" NULLS FIRST'] : []),
+  ];
+  return { union: selects.join("\n  UNION ALL\n  "), params, names, order };
+};
+
+const cellColumns = (names: ReadonlyArray<string>) => names.map((n) => `${n}, `).join("");
 
 /** Drops the bucket and group keys a query did not ask for (SQL rows carry no undefined). */
 const cellOf = <R extends { bucket?: number; group?: string | null }>(row: R, query: ViewQuery): R => {
@@ -230,29 +533,56 @@ const cellOf = <R extends { bucket?: number; group?: string | null }>(row: R, qu
 };
 
 export const viewTotals = async (sql: ScopedSql, query: ViewQuery): Promise<ViewTotals[]> => {
-  const cell = cellSql(query);
+  const p = piecesSql(query, "playback_rollups", {
+    rollup: "views, playing_ms, stall_ms, stalls, failures, exits",
+    // Named: the first piece names the union's columns, and may be this one.
+    view: `1::int8 AS views, playing_ms, stall_ms, stalls::int8 AS stalls, failed::int::int8 AS failures,
+      (played AND NOT started)::int::int8 AS exits`,
+  });
   const { rows } = await sql.query<ViewTotals>(
     tenantScope(query.tenantId),
-    `SELECT ${cell.select}count(*)::int8 AS views, coalesce(sum(playing_ms), 0)::float8 AS playing_ms,
-       coalesce(sum(stall_ms), 0)::float8 AS stall_ms, coalesce(sum(stalls), 0)::int8 AS stalls,
-       count(*) FILTER (WHERE failed)::int8 AS failures,
-       count(*) FILTER (WHERE played AND NOT started)::int8 AS exits
-     FROM playback_views WHERE ${whereSql(query)} ${cell.groupBy}`,
-    paramsOf(query),
+    `SELECT ${cellColumns(p.names)}sum(views)::int8 AS views, sum(playing_ms)::float8 AS playing_ms,
+       sum(stall_ms)::float8 AS stall_ms, sum(stalls)::int8 AS stalls, sum(failures)::int8 AS failures,
+       sum(exits)::int8 AS exits
+     FROM (
+  ${p.union}
+     ) p
+     ${p.names.length > 0 ? `GROUP BY ${p.names.join(", ")}` : ""}
+     HAVING sum(views) > 0
+     ${p.order.length > 0 ? `ORDER BY ${p.order.join(", ")}` : ""}`,
+    p.params,
   );
-  // Without a cell, an aggregate answers one row even over no views: as in memory, no row then.
-  return rows.filter((r) => r.views > 0).map((r) => cellOf(r, query));
+  return rows.map((r) => cellOf(r, query));
 };
 
 export const startupPercentiles = async (sql: ScopedSql, query: ViewQuery): Promise<ViewPercentiles[]> => {
-  const cell = cellSql(query);
-  const { rows } = await sql.query<{ values: number[] | null; bucket?: number; group?: string | null }>(
+  const p = piecesSql(query, "playback_startup_rollups", {
+    rollup: "bucket AS startup_bucket, count",
+    view: "startup_bucket(startup_ms) AS startup_bucket, 1::int8 AS count",
+    viewWhere: " AND startup_ms IS NOT NULL",
+  });
+  // One row per cell with its "bucket:count" pairs as text, in no order, a bucket possibly more
+  // than once (from several periods, or from the views at the edges): summed and ordered here. A
+  // GROUP BY cell and bucket in SQL sorted or hashed every pair (155,000 for 90 days per hour),
+  // past work_mem onto disk; text parses far faster than arrays.
+  const { rows } = await sql.query<{ bucket?: number; group?: string | null; counts: string | null }>(
     tenantScope(query.tenantId),
-    `SELECT ${cell.select}percentile_disc(ARRAY[${STARTUP_PERCENTILES.join(", ")}]::float8[]) WITHIN GROUP (ORDER BY startup_ms) AS values
-     FROM playback_views WHERE ${whereSql(query)} AND startup_ms IS NOT NULL ${cell.groupBy}`,
-    paramsOf(query),
+    `SELECT ${cellColumns(p.names)}string_agg(startup_bucket || ':' || count, ',') AS counts
+     FROM (
+  ${p.union}
+     ) p
+     ${p.names.length > 0 ? `GROUP BY ${p.names.join(", ")} ORDER BY ${p.order.join(", ")}` : ""}`,
+    p.params,
   );
-  return rows
-    .filter((r): r is typeof r & { values: number[] } => r.values !== null)
-    .map((r) => cellOf(r, query));
+  return rows.flatMap(({ counts, ...cell }) => {
+    const tally = new Map<number, number>();
+    // Without a cell, the aggregate answers one row even over nothing: null then.
+    for (const pair of counts === null ? [] : counts.split(",")) {
+      const at = pair.indexOf(":");
+      const bucket = Number(pair.slice(0, at));
+      tally.set(bucket, (tally.get(bucket) ?? 0) + Number(pair.slice(at + 1)));
+    }
+    const values = percentilesOfBuckets([...tally].filter(([, n]) => n > 0).sort(([a], [b]) => a - b));
+    return values === null ? [] : [cellOf({ ...cell, values }, query)];
+  });
 };

@@ -1,3 +1,4 @@
+export { buildRollupsSql } from "./analytics.js";
 export { embeddedRevocationFeed } from "./embedded-feed.js";
 export { type PgBossQueue, type PgBossQueueOptions, pgBossQueue } from "./jobs.js";
 export { type Migration, migrate, migrations } from "./migrations.js";

@@ -1,4 +1,4 @@
-import { playbackViewsSql } from "./analytics.js";
+import { playbackRollupsSql, playbackViewsSql } from "./analytics.js";
 import {
   emailTokensSql,
   idempotencyKeysSql,
@@ -332,6 +332,7 @@ CREATE INDEX text_tracks_of_asset ON text_tracks (tenant_id, asset_id, created_a
 ${tenantOwnedTablesSql(["text_tracks"])}
 `,
   },
+  { version: 17, name: "rollups of playback views for analytics", sql: playbackRollupsSql },
   {
     version: 18,
     name: "the sweep of expired email and refresh tokens",

@@ -9,12 +9,22 @@ import {
   openPgliteProcess,
   pgBossQueue,
   postgresStorage,
+  postgresTelemetrySink,
   prepareDatabase,
   type SqlDatabase,
 } from "@vod/adapter-postgres";
 import { temporarySchemas } from "@vod/adapter-postgres/testing";
 import { suiteName, testServices } from "@vod/contract-tests";
-import { AssetId, jobNames, TenantId } from "@vod/core";
+import {
+  AssetId,
+  jobNames,
+  PlaybackSessionId,
+  startupBucket,
+  startupBucketValue,
+  type TelemetryEvent,
+  TenantId,
+  type ViewQuery,
+} from "@vod/core";
 import { Cause, Effect, Exit } from "effect";
 import { afterAll, describe, expect, it } from "vitest";
 
@@ -76,7 +86,9 @@ describe.skipIf(databaseUrl === null)(
         "idempotency_keys",
         "identities",
         "playback_revocations",
+        "playback_rollups",
         "playback_sessions",
+        "playback_startup_rollups",
         "playback_views",
         "refresh_sessions",
         "refresh_tokens",
@@ -141,6 +153,65 @@ describe.skipIf(databaseUrl === null)(
       expect(await migrate(db)).toEqual(migrations.filter((m) => m.version > 10).map((m) => m.version));
       expect((await db.query("SELECT renditions, ready_at FROM assets")).rows).toEqual([
         { renditions: [], ready_at: null },
+      ]);
+    });
+
+    it("migration 17 rolls up the views stored before it, and later events move them from there", async () => {
+      const db = await atVersion(16);
+      const day = Math.floor(1_795_000_000_000 / 86_400_000) * 86_400_000;
+      // Two views as version 16 stored them: one started on 720p at 1:00, one never named a rendition.
+      await db.query(
+        `INSERT INTO playback_views (tenant_id, session_id, asset_id, player_version, rendition, first_received_at,
+           last_ts_ms, play_ts_ms, state, played, started, failed, startup_ms, playing_ms, stall_ms, stalls)
+         VALUES ('tnt_1', 'pbs_1', 'ast_1', 'p1', '720p', $1, 20000, 0, 'playing', true, true, false, 400, 19600, 0, 0),
+                ('tnt_1', 'pbs_2', 'ast_1', NULL, NULL, $2, 3000, 0, 'idle', true, false, false, NULL, 0, 0, 0)`,
+        [day + 3_600_000, day + 5 * 3_600_000 + 7],
+      );
+      expect(await migrate(db)).toEqual(migrations.filter((m) => m.version > 16).map((m) => m.version));
+      const sink = postgresTelemetrySink(db);
+      const query = { tenantId: TenantId("tnt_1"), from: day, to: day + 86_400_000 };
+      const totals = (q: Partial<ViewQuery> = {}) => Effect.runPromise(sink.viewTotals({ ...query, ...q }));
+      const sums = { stall_ms: 0, stalls: 0, failures: 0 };
+      expect(await totals()).toEqual([{ views: 2, playing_ms: 19_600, exits: 1, ...sums }]);
+      expect(await totals({ groupBy: "rendition" })).toEqual([
+        { group: null, views: 1, playing_ms: 0, exits: 1, ...sums },
+        { group: "720p", views: 1, playing_ms: 19_600, exits: 0, ...sums },
+      ]);
+      const startup = startupBucketValue(startupBucket(400));
+      expect(await Effect.runPromise(sink.startupPercentiles(query))).toEqual([
+        { values: [startup, startup, startup] },
+      ]);
+      // The second view goes on: it starts on 360p, 10 s later. It moves from the null rendition.
+      const at = (event: string, ts: number, more: Partial<TelemetryEvent> = {}): TelemetryEvent => ({
+        tenant_id: TenantId("tnt_1"),
+        session_id: PlaybackSessionId("pbs_2"),
+        asset_id: AssetId("ast_1"),
+        received_at: day + 6 * 3_600_000,
+        player_version: null,
+        event,
+        ts_ms: ts,
+        playhead_ms: ts,
+        rendition: null,
+        error_code: null,
+        startup_ms: null,
+        stall_ms: null,
+        bitrate_kbps: null,
+        extra: {},
+        ...more,
+      });
+      await Effect.runPromise(
+        sink.write([
+          at("first_frame", 4_000, { rendition: "360p", startup_ms: 1_000 }),
+          at("heartbeat", 14_000),
+        ]),
+      );
+      expect(await totals({ groupBy: "rendition" })).toEqual([
+        { group: "360p", views: 1, playing_ms: 10_000, exits: 0, ...sums },
+        { group: "720p", views: 1, playing_ms: 19_600, exits: 0, ...sums },
+      ]);
+      expect(await totals({ interval: "hour" })).toEqual([
+        { bucket: day + 3_600_000, views: 1, playing_ms: 19_600, exits: 0, ...sums },
+        { bucket: day + 5 * 3_600_000, views: 1, playing_ms: 10_000, exits: 0, ...sums },
       ]);
     });
 

@@ -95,6 +95,17 @@ const seed = async (db: SqlDatabase, tenant: string) => {
       [tenant, uid("ps"), asset],
     );
     await q(
+      `INSERT INTO playback_rollups (tenant_id, span, asset_scope, dimension, period, value, views,
+         playing_ms, stall_ms, stalls, failures, exits)
+       VALUES ($1, 'hour', '', '', 0, NULL, 1, 0, 0, 0, 0, 0)`,
+      [tenant],
+    );
+    await q(
+      `INSERT INTO playback_startup_rollups (tenant_id, span, asset_scope, dimension, period, value, bucket, count)
+       VALUES ($1, 'hour', '', '', 0, NULL, 1, 1)`,
+      [tenant],
+    );
+    await q(
       `INSERT INTO text_tracks (id, tenant_id, asset_id, type, language_code, name, closed_captions, status, created_at)
        VALUES ($1, $2, $3, 'text', 'en', 'English', false, 'ready', 1)`,
       [uid("trk"), tenant, asset],

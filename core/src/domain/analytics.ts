@@ -97,6 +97,56 @@ export const nearestRank = (sorted: ReadonlyArray<number>, p: number): number =>
   return sorted[rank - 1] as number;
 };
 
+/**
+ * Startup times are kept as counts per bucket of a log histogram (rollups cannot keep every value):
+ * bucket 0 holds times below 1 ms, bucket b >= 1 the times in [γ^(b-1), γ^b). The Postgres
+ * adapter computes the same bucket in SQL (`startup_bucket`, dividing by this very constant).
+ */
+export const STARTUP_BUCKET_GROWTH = 1.02;
+export const LN_STARTUP_BUCKET_GROWTH = Math.log(STARTUP_BUCKET_GROWTH);
+/** The last bucket (the largest smallint): only times past 1e281 ms share it. */
+export const MAX_STARTUP_BUCKET = 32_767;
+
+export const startupBucket = (ms: number): number =>
+  ms < 1 ? 0 : Math.min(MAX_STARTUP_BUCKET, 1 + Math.floor(Math.log(ms) / LN_STARTUP_BUCKET_GROWTH));
+
+const bucketValues: number[] = [];
+
+/**
+ * The value a bucket answers for. For [L, γL) that is 2γL/(γ+1), the point as far, relatively,
+ * from both ends: any time of the bucket is within (γ-1)/(γ+1) = 0.99% of it, where the lower
+ * end or the midpoint would be up to 2% or 1% off. Bucket 0 answers 0 (times below 1 ms).
+ */
+export const startupBucketValue = (bucket: number): number => {
+  // Computed once per bucket: the same double every time, however the engine compiles `**`.
+  let value = bucketValues[bucket];
+  if (value === undefined) {
+    value = bucket === 0 ? 0 : (2 * STARTUP_BUCKET_GROWTH ** bucket) / (STARTUP_BUCKET_GROWTH + 1);
+    bucketValues[bucket] = value;
+  }
+  return value;
+};
+
+/**
+ * STARTUP_PERCENTILES by nearest rank from bucket counts, ordered by bucket: each the value of
+ * the first bucket at which the running count reaches the rank. Null when the counts sum to 0.
+ */
+export const percentilesOfBuckets = (
+  counts: ReadonlyArray<readonly [bucket: number, count: number]>,
+): number[] | null => {
+  const total = counts.reduce((n, [, count]) => n + count, 0);
+  if (total <= 0) return null;
+  return STARTUP_PERCENTILES.map((p) => {
+    const rank = Math.max(1, Math.ceil(p * total));
+    let seen = 0;
+    for (const [bucket, count] of counts) {
+      seen += count;
+      if (seen >= rank) return startupBucketValue(bucket);
+    }
+    return startupBucketValue(counts[counts.length - 1]?.[0] ?? 0);
+  });
+};
+
 /** The cell a view falls in, for a query's interval and group. */
 export const cellOf = (view: PlaybackView, query: ViewQuery): ViewCell => ({
   ...(query.interval
@@ -150,24 +200,28 @@ export const totalsOfViews = (views: Iterable<PlaybackView>, query: ViewQuery): 
   return [...cells.values()].sort(byCell);
 };
 
-/** The startup-time percentiles of a query over views in hand. */
+/**
+ * The startup-time percentiles of a query over views in hand, from the buckets of their startup
+ * times (`percentilesOfBuckets`): the values the Postgres adapter answers from its rollups.
+ */
 export const percentilesOfViews = (views: Iterable<PlaybackView>, query: ViewQuery): ViewPercentiles[] => {
-  const cells = new Map<string, { cell: ViewCell; values: number[] }>();
+  const cells = new Map<string, { cell: ViewCell; counts: Map<number, number> }>();
   for (const view of views) {
     if (!viewMatches(view, query) || view.startup_ms === null) continue;
     const cell = cellOf(view, query);
     const key = cellKey(cell);
     let c = cells.get(key);
     if (c === undefined) {
-      c = { cell, values: [] };
+      c = { cell, counts: new Map() };
       cells.set(key, c);
     }
-    c.values.push(view.startup_ms);
+    const bucket = startupBucket(view.startup_ms);
+    c.counts.set(bucket, (c.counts.get(bucket) ?? 0) + 1);
   }
   return [...cells.values()]
-    .map(({ cell, values }) => {
-      const sorted = values.sort((a, b) => a - b);
-      return { ...cell, values: STARTUP_PERCENTILES.map((p) => nearestRank(sorted, p)) };
-    })
+    .map(({ cell, counts }) => ({
+      ...cell,
+      values: percentilesOfBuckets([...counts].sort(([a], [b]) => a - b)) ?? [],
+    }))
     .sort(byCell);
 };

@@ -40,8 +40,10 @@ export interface TelemetrySink {
   /** The sums over the views a query reads, one row per bucket and group that has views, in order. */
   viewTotals(query: ViewQuery): Effect.Effect<ReadonlyArray<ViewTotals>, StorageError>;
   /**
-   * Startup-time percentiles (nearest rank, exact) of the views a query reads that have a startup
-   * time, one row per bucket and group that has any, in order.
+   * Startup-time percentiles of the views a query reads that have a startup time, one row per
+   * bucket and group that has any, in order: nearest rank over the startup times' log-histogram
+   * buckets (`percentilesOfBuckets`), so within 1% of the exact nearest rank (1 ms below 1 ms),
+   * and the same values from every adapter.
    */
   startupPercentiles(query: ViewQuery): Effect.Effect<ReadonlyArray<ViewPercentiles>, StorageError>;
   /** Deletes raw events received before `cutoff` (epoch ms), of every tenant; views stay. Returns how many. */
