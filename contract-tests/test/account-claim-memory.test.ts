@@ -1,17 +1,9 @@
-import {
-  manualClock,
-  memoryObjectStore,
-  memoryRateLimiter,
-  memoryRevocationStore,
-  memoryStorage,
-  memoryTelemetrySink,
-  randomIds,
-} from "@vod/adapter-memory";
+import { manualClock, memoryStorage } from "@vod/adapter-memory";
 import { memoryBackdoor } from "@vod/adapter-memory/testing";
-import { createVod, type Job, TokenRejected, type VodPorts, type WebhookMessage } from "@vod/core";
-import { catalogLinks } from "@vod/http";
+import { createVod, type Job, type WebhookMessage } from "@vod/core";
 import { Effect } from "effect";
 import { describe, expect, it } from "vitest";
+import { memoryCorePorts } from "./memory-core.js";
 
 /**
  * What the HTTP suites cannot watch without a worker: a webhook deleted by an account claim gets
@@ -24,27 +16,13 @@ describe("an account claim and the signup's pending webhook deliveries (memory)"
     const storage = memoryStorage();
     const sent: WebhookMessage[] = [];
     const email = "owner@example.com";
-    const ports: VodPorts = {
+    const ports = memoryCorePorts({
       clock,
-      ids: randomIds(),
       storage,
-      passwordHasher: {
-        hash: (password) => Effect.succeed(`plain:${password}`),
-        verify: (hash, password) => Effect.succeed(hash === `plain:${password}`),
-      },
-      tokenSigner: {
-        sign: (_purpose, claims) => Effect.succeed(JSON.stringify(claims)),
-        verify: () => Effect.fail(new TokenRejected({ reason: "signature" })),
-      },
       identityVerifier: {
         verify: () =>
           Effect.succeed({ provider: "google", subject: "1001", email, email_verified: true, name: null }),
       },
-      rateLimiter: memoryRateLimiter(),
-      objectStore: memoryObjectStore(),
-      revocationStore: memoryRevocationStore(),
-      links: catalogLinks({ media: "http://localhost:8080", drm: "http://localhost:8080" }),
-      telemetrySink: memoryTelemetrySink(),
       webhookSender: {
         checkUrl: () => Effect.void,
         send: (message) =>
@@ -53,7 +31,7 @@ describe("an account claim and the signup's pending webhook deliveries (memory)"
             return { ok: true, statusCode: 204 };
           }),
       },
-    };
+    });
     const vod = createVod(ports);
     const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect);
 

@@ -1,17 +1,9 @@
-import {
-  manualClock,
-  memoryObjectStore,
-  memoryRateLimiter,
-  memoryRevocationStore,
-  memoryStorage,
-  memoryTelemetrySink,
-  randomIds,
-} from "@vod/adapter-memory";
+import { memoryStorage, randomIds } from "@vod/adapter-memory";
 import { memoryBackdoor } from "@vod/adapter-memory/testing";
-import { Conflict, createVod, type Job, TokenRejected, type VodPorts } from "@vod/core";
-import { catalogLinks } from "@vod/http";
+import { Conflict, createVod, type Job } from "@vod/core";
 import { Effect, Either, Option } from "effect";
 import { describe, expect, it } from "vitest";
+import { memoryCorePorts } from "./memory-core.js";
 
 /**
  * What the HTTP suites cannot force: signup drawing a deleted tenant's slug again. The core over
@@ -23,8 +15,7 @@ describe("a deleted tenant's slug (memory)", () => {
     // The slug's 6 base36 characters come from one call of 12 bytes; all zeros give "000000".
     let fixedDraws = 0;
     const storage = memoryStorage();
-    const ports: VodPorts = {
-      clock: manualClock(Date.now()),
+    const ports = memoryCorePorts({
       ids: {
         id: random.id,
         randomBytes: (n) => {
@@ -34,21 +25,7 @@ describe("a deleted tenant's slug (memory)", () => {
         },
       },
       storage,
-      passwordHasher: {
-        hash: (password) => Effect.succeed(`plain:${password}`),
-        verify: (hash, password) => Effect.succeed(hash === `plain:${password}`),
-      },
-      tokenSigner: {
-        sign: (_purpose, claims) => Effect.succeed(JSON.stringify(claims)),
-        verify: () => Effect.fail(new TokenRejected({ reason: "signature" })),
-      },
-      identityVerifier: { verify: () => Effect.die("unused") },
-      rateLimiter: memoryRateLimiter(),
-      objectStore: memoryObjectStore(),
-      revocationStore: memoryRevocationStore(),
-      links: catalogLinks({ media: "http://localhost:8080", drm: "http://localhost:8080" }),
-      telemetrySink: memoryTelemetrySink(),
-    };
+    });
     const vod = createVod(ports);
     const backdoor = memoryBackdoor(storage);
     const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect);

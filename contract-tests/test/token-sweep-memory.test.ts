@@ -1,16 +1,8 @@
-import {
-  manualClock,
-  memoryObjectStore,
-  memoryRateLimiter,
-  memoryRevocationStore,
-  memoryStorage,
-  memoryTelemetrySink,
-  randomIds,
-} from "@vod/adapter-memory";
-import { createVod, EXPIRED_REFRESH_TOKEN_KEPT_MS, TokenRejected, type VodPorts } from "@vod/core";
-import { catalogLinks } from "@vod/http";
+import { manualClock } from "@vod/adapter-memory";
+import { createVod, EXPIRED_REFRESH_TOKEN_KEPT_MS } from "@vod/core";
 import { Effect } from "effect";
 import { describe, expect, it } from "vitest";
+import { memoryCorePorts } from "./memory-core.js";
 
 const DAY = 86_400_000;
 
@@ -22,29 +14,7 @@ const DAY = 86_400_000;
 describe("the sweep of expired refresh tokens (memory)", () => {
   it("keeps an expired token a week, answering 'expired', then deletes it", async () => {
     const clock = manualClock(Date.now());
-    const ports: VodPorts = {
-      clock,
-      ids: randomIds(),
-      storage: memoryStorage(),
-      passwordHasher: {
-        hash: (password) => Effect.succeed(`plain:${password}`),
-        verify: (hash, password) => Effect.succeed(hash === `plain:${password}`),
-      },
-      tokenSigner: {
-        sign: (_purpose, claims) => Effect.succeed(JSON.stringify(claims)),
-        verify: () => Effect.fail(new TokenRejected({ reason: "signature" })),
-      },
-      identityVerifier: { verify: () => Effect.die("no Google sign-in here") },
-      rateLimiter: memoryRateLimiter(),
-      objectStore: memoryObjectStore(),
-      revocationStore: memoryRevocationStore(),
-      links: catalogLinks({ media: "http://localhost:8080", drm: "http://localhost:8080" }),
-      telemetrySink: memoryTelemetrySink(),
-      webhookSender: {
-        checkUrl: () => Effect.void,
-        send: () => Effect.succeed({ ok: true, statusCode: 204 }),
-      },
-    };
+    const ports = memoryCorePorts({ clock });
     const vod = createVod(ports, { refreshTokenTtlMs: DAY });
     const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect);
     const refreshFails = (token: string) =>
